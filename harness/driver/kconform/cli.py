@@ -1,0 +1,169 @@
+"""The kconform command line: subcommands, --help, exit codes.
+
+Exit status of every subcommand: 0 clean, 1 violations found, 2 kconform
+itself could not run (bad input, missing dependency, build failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+
+from kconform import __version__
+from kconform.errors import EXIT_TOOL_ERROR, ToolError
+
+DESCRIPTION = """\
+kconform: differential conformance and fuzz testing of hypervisor memory ABIs
+(guest_memfd write() population; FF-A FFA_MEM_RECLAIM2 through pKVM's EL2 proxy).
+
+A reference model of each ABI, written from the specification, judges every
+operation a real target performs. Findings are reported by rule ID.
+
+exit status: 0 clean, 1 violations found, 2 kconform could not run.
+"""
+
+RUN_EPILOG = """\
+examples:
+  ./kconform run                         the directed suite on every available target
+  ./kconform run --format ktap           KTAP on stdout (kernel CI)
+  ./kconform run corpora/gmem/write.kcs  one file
+  ./kconform run --fault wrong-errno:write
+                                         self-test: a target that lies must be caught
+"""
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run scenarios on targets and judge them against the models",
+                       description="Run scenarios on every available target (or those given with "
+                                   "--target), judge each op against the reference model, apply the "
+                                   "baseline of known findings and write a report folder.",
+                       epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenarios", nargs="*",
+                   help="scenario files or folders (default: corpora/gmem)")
+    p.add_argument("--target", action="append", metavar="NAME",
+                   help="run only this target (repeatable; known: host)")
+    p.add_argument("--format", choices=("table", "json", "ktap", "junit"), default="table",
+                   help="what to print: a per-rule table (default) or a machine-readable report")
+    p.add_argument("--output", metavar="FILE", help="write the --format report to FILE instead of stdout")
+    p.add_argument("--baseline", metavar="FILE", default=None,
+                   help="the reviewed known findings (default: ci/known-findings.json)")
+    p.add_argument("--report-dir", metavar="DIR",
+                   help="where to make this run's report folder (default: reports/out)")
+    p.add_argument("--fault", metavar="SPEC", default="",
+                   help="self-test: wrap the target so it gives wrong answers "
+                        "(wrong-errno:OP, wrong-content:OP, succeed:OP, fail:OP, wrong-count:OP)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kconform", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kconform {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+
+    p = sub.add_parser("rules", help="list every rule with its ID and citation")
+    p.add_argument("--abi", choices=("gmem",), help="only this ABI's rules")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    sub.add_parser("doctor", help="compilers, /dev/kvm, capabilities, QEMU, cached kernels: one table")
+
+    p = sub.add_parser("test", help="the project's test suite (GoogleTest in plain and ASan builds, pytest)")
+    p.add_argument("--no-asan", action="store_true", help="skip the ASan+UBSan build")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+
+    p = sub.add_parser("build", help="build the C++ engine (incremental)")
+    p.add_argument("--preset", choices=("default", "asan"), default="default")
+
+    p = sub.add_parser("scenario", help="check or convert scenario files",
+                       description="check: parse files and report the first malformed one; "
+                                   "convert: text to binary (--to binary --out-dir DIR) or back (--to text)")
+    ssub = p.add_subparsers(dest="scenario_command", metavar="ACTION", required=True)
+    c = ssub.add_parser("check", help="parse scenario files")
+    c.add_argument("files", nargs="+")
+    c = ssub.add_parser("convert", help="convert between the text and binary forms")
+    c.add_argument("--to", choices=("text", "binary"), required=True)
+    c.add_argument("--out-dir", help="folder for binary files (files are never overwritten)")
+    c.add_argument("files", nargs="+")
+    return parser
+
+
+def cmd_rules(args, console: Console) -> int:
+    from kconform import build
+    from kconform.engine import Engine
+    from kconform.paths import runner_binary
+    from rich.table import Table
+    build.build("default", log=lambda m: console.print(m, markup=False))
+    rules = [r for r in Engine(runner_binary()).rules() if not args.abi or r["abi"] == args.abi]
+    if args.format == "json":
+        print(json.dumps(rules, indent=2))
+        return 0
+    table = Table(title=f"kconform rules ({len(rules)})", title_justify="left")
+    for col in ("rule", "statement", "citation"):
+        table.add_column(col, overflow="fold")
+    for r in rules:
+        table.add_row(r["id"], r["summary"], r["citation"])
+    console.print(table)
+    return 0
+
+
+def cmd_build(args, console: Console) -> int:
+    from kconform import build
+    out = build.build(args.preset, log=lambda m: console.print(m, markup=False))
+    console.print(f"kconform: built {out}", markup=False)
+    return 0
+
+
+def cmd_scenario(args, console: Console) -> int:
+    import subprocess
+    from kconform import build
+    from kconform.paths import runner_binary
+    build.build("default", log=lambda m: console.print(m, markup=False))
+    cmd = [str(runner_binary()), args.scenario_command]
+    if args.scenario_command == "convert":
+        cmd += ["--to", args.to] + (["--out-dir", args.out_dir] if args.out_dir else [])
+    r = subprocess.run(cmd + args.files)
+    return 0 if r.returncode == 0 else 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=132)  # logs and CI: never truncate rule IDs
+    if not args.command:
+        parser.print_help()
+        return EXIT_TOOL_ERROR
+    try:
+        if args.command == "run":
+            from kconform.paths import DEFAULT_BASELINE
+            from kconform.run import cmd_run
+            if args.baseline is None:
+                args.baseline = str(DEFAULT_BASELINE)
+            return cmd_run(args, console)
+        if args.command == "rules":
+            return cmd_rules(args, console)
+        if args.command == "doctor":
+            from kconform.doctor import cmd_doctor
+            return cmd_doctor(args, console)
+        if args.command == "test":
+            from kconform.testcmd import cmd_test
+            if args.pytest_args and args.pytest_args[0] == "--":
+                args.pytest_args = args.pytest_args[1:]
+            return cmd_test(args, console)
+        if args.command == "build":
+            return cmd_build(args, console)
+        if args.command == "scenario":
+            return cmd_scenario(args, console)
+    except ToolError as e:
+        print(f"kconform: error: {e}", file=sys.stderr)
+        return EXIT_TOOL_ERROR
+    except KeyboardInterrupt:
+        print("kconform: interrupted", file=sys.stderr)
+        return EXIT_TOOL_ERROR
+    parser.error(f"unknown command {args.command}")
+    return EXIT_TOOL_ERROR

@@ -1,0 +1,34 @@
+// Drives many scenarios through one model and one target in one process,
+// judging every op and writing the verdict stream.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+#include "models/model.h"
+#include "oracles/verdict_json.h"
+#include "targets/target.h"
+
+namespace kconform {
+
+struct LoadedScenario {
+  Scenario scenario;
+  std::string file;
+  size_t index = 0;  // position within its file
+};
+
+struct RunStats {
+  size_t scenarios = 0, ops = 0, pass = 0, violations = 0, unsupported = 0, unchecked = 0;
+};
+
+// Loads every file (text or binary); on the first malformed file returns
+// false with the error naming file, line or byte, op and field.
+bool load_all(const std::vector<std::string>& paths, std::vector<LoadedScenario>* out,
+              std::string* error);
+
+RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& model, Target& target,
+                       VerdictWriter& writer);
+
+}  // namespace kconform

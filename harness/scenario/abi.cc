@@ -1,0 +1,107 @@
+// ABI table look-up and the canonical text of one argument or op.
+#include "harness/scenario/abi.h"
+
+#include <cstdio>
+#include <string>
+
+namespace kconform {
+
+namespace gmem {
+extern const AbiSpec kGmemAbi;
+}
+
+const AbiSpec& abi_spec(Abi abi) {
+  switch (abi) {
+    case Abi::kGmem:
+    default:
+      return gmem::kGmemAbi;
+  }
+}
+
+const AbiSpec* abi_spec_by_name(std::string_view name) {
+  if (name == gmem::kGmemAbi.name) return &gmem::kGmemAbi;
+  return nullptr;
+}
+
+std::optional<uint8_t> op_code_by_name(const AbiSpec& abi, std::string_view name) {
+  for (size_t i = 0; i < abi.ops.size(); ++i)
+    if (name == abi.ops[i].name) return static_cast<uint8_t>(i);
+  return std::nullopt;
+}
+
+namespace {
+
+std::string format_int(uint64_t v) {
+  char buf[32];
+  if (v < 4096)
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+  else
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string format_hex_bytes(const std::vector<uint8_t>& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out = "hex:";
+  for (uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_arg(const ArgSpec& spec, uint64_t value, const Scenario& s) {
+  switch (spec.kind) {
+    case ArgKind::kInt:
+    case ArgKind::kSlot:
+      return format_int(value);
+    case ArgKind::kEnum:
+      for (const NamedValue& nv : spec.names)
+        if (nv.value == value) return nv.name;
+      return format_int(value);
+    case ArgKind::kFlags: {
+      if (value == 0) return "0";
+      std::string out;
+      uint64_t rest = value;
+      for (const NamedValue& nv : spec.names) {
+        if (nv.value != 0 && (rest & nv.value) == nv.value) {
+          if (!out.empty()) out += '|';
+          out += nv.name;
+          rest &= ~nv.value;
+        }
+      }
+      if (rest != 0) {
+        if (!out.empty()) out += '|';
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(rest));
+        out += buf;
+      }
+      return out;
+    }
+    case ArgKind::kBytes:
+      if (value < s.blobs.size()) return format_hex_bytes(s.blobs[value]);
+      return "hex:";
+  }
+  return format_int(value);
+}
+
+std::string format_op(const Scenario& s, size_t index) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  const Op& op = s.ops[index];
+  if (op.code >= abi.ops.size()) return "op" + std::to_string(op.code);
+  const OpSpec& spec = abi.ops[op.code];
+  std::string out = spec.name;
+  for (size_t a = 0; a < spec.args.size(); ++a) {
+    const ArgSpec& arg = spec.args[a];
+    if (arg.optional && op.args[a] == arg.dflt && arg.kind != ArgKind::kBytes) continue;
+    out += ' ';
+    out += arg.name;
+    out += '=';
+    out += format_arg(arg, op.args[a], s);
+  }
+  return out;
+}
+
+}  // namespace kconform

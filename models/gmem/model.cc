@@ -1,0 +1,86 @@
+// The guest_memfd reference model: dispatches each op to its checks
+// (expect_*, which never change the state) and effects (commit_*).
+#include "models/gmem/model.h"
+
+#include <cerrno>
+
+#include "models/gmem/ops.h"
+
+namespace kconform::gmem {
+
+bool harness_refuses_bytes(uint64_t len, Guards& g) {
+  // At most kMaxOpBytes per op (harness convention).
+  if (len > kMaxOpBytes) {
+    g.fail(kGmemHarnessMaxBytes, {E2BIG}, "%#llx bytes > harness limit %#llx",
+           (unsigned long long)len, (unsigned long long)kMaxOpBytes);
+    return true;
+  }
+  g.pass(kGmemHarnessMaxBytes);
+  return false;
+}
+
+namespace {
+
+struct OpHandlers {
+  void (*expect)(const State&, const Op&, Expectation&);
+  void (*commit)(State&, const Op&, const Outcome&);
+};
+
+// Indexed by OpCode. read and pread share handlers, as do the three writes.
+constexpr OpHandlers kHandlers[] = {
+    {expect_create_vm, commit_create_vm},      // kCreateVm
+    {expect_create_gmem, commit_create_gmem},  // kCreateGmem
+    {expect_close, commit_close},              // kClose
+    {expect_write, commit_write},              // kWrite
+    {expect_write, commit_write},              // kPwrite
+    {expect_write, commit_write},              // kPwritev
+    {expect_read, commit_read},                // kRead
+    {expect_read, commit_read},                // kPread
+    {expect_lseek, commit_lseek},              // kLseek
+    {expect_mmap, commit_mmap},                // kMmap
+    {expect_munmap, commit_munmap},            // kMunmap
+    {expect_load, commit_load},                // kLoad
+    {expect_store, commit_store},              // kStore
+    {expect_fallocate, commit_fallocate},      // kFallocate
+    {expect_fstat, commit_fstat},              // kFstat
+    {expect_bind, commit_bind},                // kBind
+    {expect_unbind, commit_unbind},            // kUnbind
+    {expect_close_vm, commit_close_vm},        // kCloseVm
+};
+static_assert(sizeof(kHandlers) / sizeof(kHandlers[0]) == kOpCount);
+
+class GmemModel final : public Model {
+ public:
+  explicit GmemModel(const Profile& profile) : profile_(profile) {}
+
+  void begin(const Scenario&) override { state_ = State{profile_, {}, {}, {}}; }
+
+  void expect(const Scenario& s, size_t i, Expectation& out) override {
+    out.clear();
+    const Op& op = s.ops[i];
+    // An op code outside the table allows nothing: the scenario is malformed.
+    if (op.code >= kOpCount) {
+      out.note = "unknown gmem op code " + std::to_string(op.code);
+      return;
+    }
+    kHandlers[op.code].expect(state_, op, out);
+  }
+
+  void commit(const Scenario& s, size_t i, const Outcome& observed) override {
+    const Op& op = s.ops[i];
+    if (op.code >= kOpCount) return;
+    kHandlers[op.code].commit(state_, op, observed);
+  }
+
+ private:
+  Profile profile_;
+  State state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_model(const Profile& profile) {
+  return std::make_unique<GmemModel>(profile);
+}
+
+}  // namespace kconform::gmem

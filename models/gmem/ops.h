@@ -1,0 +1,48 @@
+// The guest_memfd model's per-op checks (expect_*) and effects (commit_*).
+// Each expect_* evaluates the op's guard clauses against a const State; each
+// commit_* applies the effect of an outcome that expect_* allowed.
+#pragma once
+
+#include "harness/scenario/scenario.h"
+#include "models/gmem/guards.h"
+#include "models/gmem/state.h"
+#include "oracles/outcome.h"
+
+namespace kconform::gmem {
+
+#define KCONFORM_GMEM_OP(name)                                              \
+  void expect_##name(const State& st, const Op& op, Expectation& out);      \
+  void commit_##name(State& st, const Op& op, const Outcome& observed);
+
+// ops_vm.cc: VMs and memslots.
+KCONFORM_GMEM_OP(create_vm)
+KCONFORM_GMEM_OP(close_vm)
+KCONFORM_GMEM_OP(bind)
+KCONFORM_GMEM_OP(unbind)
+// ops_file.cc: the file itself.
+KCONFORM_GMEM_OP(create_gmem)
+KCONFORM_GMEM_OP(close)
+KCONFORM_GMEM_OP(read)
+KCONFORM_GMEM_OP(lseek)
+KCONFORM_GMEM_OP(fallocate)
+KCONFORM_GMEM_OP(fstat)
+// ops_write.cc: write(), pwrite(), pwritev().
+KCONFORM_GMEM_OP(write)
+// ops_map.cc: mmap(), munmap(), loads and stores.
+KCONFORM_GMEM_OP(mmap)
+KCONFORM_GMEM_OP(munmap)
+KCONFORM_GMEM_OP(load)
+KCONFORM_GMEM_OP(store)
+
+#undef KCONFORM_GMEM_OP
+
+// Success of an op that produces a resource: the harness reports ok(0), never
+// the fd or address (SPEC.md HARNESS:SLOTS).
+inline Allowed produced(RuleId r) { return Allowed::ok(r, 0); }
+
+// The harness refuses to materialise more than kMaxOpBytes for one op and
+// reports E2BIG before anything else (SPEC.md HARNESS:MAX-BYTES). Returns true
+// (with the refusal as the only outcome) when it does.
+bool harness_refuses_bytes(uint64_t len, Guards& g);
+
+}  // namespace kconform::gmem

@@ -1,0 +1,63 @@
+// The oracle admits exactly the allowed outcomes and blames the right rules.
+#include "oracles/oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <csignal>
+
+namespace kconform {
+namespace {
+
+constexpr RuleId kR1 = 1, kR2 = 2;
+
+TEST(Oracle, AdmitsAnAllowedErrno) {
+  Expectation e;
+  e.allowed = {Allowed::err(kR1, EINVAL), Allowed::err(kR2, ENODEV)};
+  EXPECT_EQ(judge(e, Outcome::err(ENODEV)).kind, VerdictKind::kPass);
+}
+
+TEST(Oracle, WrongErrnoViolatesEveryLicensingRule) {
+  Expectation e;
+  e.allowed = {Allowed::err(kR1, EINVAL), Allowed::err(kR2, ENODEV), Allowed::err(kR1, EFAULT)};
+  Verdict v = judge(e, Outcome::err(EIO));
+  EXPECT_EQ(v.kind, VerdictKind::kViolation);
+  EXPECT_EQ(v.violated, (std::vector<RuleId>{kR1, kR2}));
+}
+
+TEST(Oracle, SuccessWhereAnErrorIsRequiredIsAViolation) {
+  Expectation e;
+  e.allowed = {Allowed::err(kR2, EINVAL)};
+  Verdict v = judge(e, Outcome::ok(4096));
+  EXPECT_EQ(v.kind, VerdictKind::kViolation);
+  EXPECT_EQ(v.violated, std::vector<RuleId>{kR2});
+}
+
+TEST(Oracle, RangesAndAuxAreChecked) {
+  Expectation e;
+  e.allowed = {Allowed::ok_range(kR1, 4096, 8192)};
+  EXPECT_EQ(judge(e, Outcome::ok(4096)).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(e, Outcome::ok(8192)).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(e, Outcome::ok(8193)).kind, VerdictKind::kViolation);
+  e.allowed = {Allowed::ok_aux(kR2, 0, 0xabc)};
+  EXPECT_EQ(judge(e, Outcome::ok(0, 0xabc)).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(e, Outcome::ok(0, 0xabd)).kind, VerdictKind::kViolation);
+}
+
+TEST(Oracle, KindsAreNotInterchangeable) {
+  Expectation e;
+  e.allowed = {Allowed::sig(kR1, SIGBUS)};
+  EXPECT_EQ(judge(e, Outcome::sig(SIGBUS)).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(e, Outcome::err(SIGBUS)).kind, VerdictKind::kViolation);
+  EXPECT_EQ(judge(e, Outcome::sig(SIGSEGV)).kind, VerdictKind::kViolation);
+}
+
+TEST(Oracle, AnEmptyAllowedSetIsAlwaysAViolation) {
+  Expectation e;
+  Verdict v = judge(e, Outcome::ok());
+  EXPECT_EQ(v.kind, VerdictKind::kViolation);
+  EXPECT_EQ(v.violated, std::vector<RuleId>{kNoRule});
+}
+
+}  // namespace
+}  // namespace kconform

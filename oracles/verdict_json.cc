@@ -1,0 +1,89 @@
+// Writing verdict records as JSON lines.
+#include "oracles/verdict_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "harness/scenario/abi.h"
+
+namespace kconform {
+
+using nlohmann::json;
+
+void VerdictWriter::emit(const std::string& line) {
+  std::fputs(line.c_str(), out_);
+  std::fputc('\n', out_);
+  std::fflush(out_);
+}
+
+void VerdictWriter::plan(size_t scenarios, size_t ops) {
+  emit(json{{"type", "plan"}, {"format", kVerdictFormatVersion}, {"scenarios", scenarios}, {"ops", ops}}
+           .dump());
+}
+
+void VerdictWriter::target(const TargetIdentity& id) {
+  json caps = json::object();
+  for (const auto& [name, value] : id.caps) caps[name] = value;
+  emit(json{{"type", "target"},
+            {"format", kVerdictFormatVersion},
+            {"target", id.target},
+            {"release", id.release},
+            {"profile", id.profile},
+            {"caps", caps}}
+           .dump());
+}
+
+namespace {
+
+json base_record(const ScenarioRef& ref, size_t op_index) {
+  return json{{"type", "op"},
+              {"scenario", ref.scenario->name},
+              {"file", ref.file},
+              {"index", ref.index},
+              {"op", op_index},
+              {"call", format_op(*ref.scenario, op_index)}};
+}
+
+}  // namespace
+
+void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
+                       const Outcome& observed, const Verdict& verdict) {
+  json r = base_record(ref, op_index);
+  r["verdict"] = to_string(verdict.kind);
+  json rules = json::array();
+  for (const RuleHit& h : expected.hits)
+    rules.push_back(json::array({rule_info(h.rule).id, h.broken ? "forbidden" : "allowed"}));
+  r["rules"] = rules;
+  json allowed = json::array();
+  for (const Allowed& a : expected.allowed) allowed.push_back(to_string(a));
+  r["expected"] = allowed;
+  r["observed"] = to_string(observed);
+  if (verdict.kind == VerdictKind::kViolation) {
+    json violated = json::array();
+    for (RuleId id : verdict.violated) violated.push_back(rule_info(id).id);
+    r["violated"] = violated;
+    if (!expected.note.empty()) r["note"] = expected.note;
+  }
+  emit(r.dump());
+}
+
+void VerdictWriter::unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps) {
+  json r = base_record(ref, op_index);
+  r["verdict"] = to_string(VerdictKind::kUnsupported);
+  const AbiSpec& abi = abi_spec(ref.scenario->abi);
+  json missing = json::array();
+  for (const NamedValue& cap : abi.capabilities)
+    if (missing_caps & (1u << cap.value)) missing.push_back(cap.name);
+  r["missing"] = missing;
+  emit(r.dump());
+}
+
+void VerdictWriter::summary(size_t scenarios, size_t ops, size_t violations, double seconds) {
+  emit(json{{"type", "summary"},
+            {"scenarios", scenarios},
+            {"ops", ops},
+            {"violations", violations},
+            {"seconds", seconds}}
+           .dump());
+}
+
+}  // namespace kconform

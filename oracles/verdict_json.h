@@ -1,0 +1,38 @@
+// The verdict stream: JSON lines, one record per op, after one record naming
+// the target. This is the one verdict format; the driver, the baseline and
+// the reports read it (docs: oracles/README.md).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "harness/scenario/scenario.h"
+#include "oracles/oracle.h"
+#include "targets/target.h"
+
+namespace kconform {
+
+inline constexpr int kVerdictFormatVersion = 1;
+
+struct ScenarioRef {
+  const Scenario* scenario;
+  std::string file;  // where it was read from
+  size_t index;      // its position in that file
+};
+
+class VerdictWriter {
+ public:
+  explicit VerdictWriter(std::FILE* out) : out_(out) {}
+  void plan(size_t scenarios, size_t ops);
+  void target(const TargetIdentity& id);
+  void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
+          const Outcome& observed, const Verdict& verdict);
+  void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps);
+  void summary(size_t scenarios, size_t ops, size_t violations, double seconds);
+
+ private:
+  void emit(const std::string& line);
+  std::FILE* out_;
+};
+
+}  // namespace kconform

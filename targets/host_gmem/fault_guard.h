@@ -1,0 +1,21 @@
+// Memory accesses that may fault (SIGBUS, SIGSEGV) and report the signal
+// instead of dying. Handlers are installed for the duration of one access
+// and the previous ones restored; a process survives any number of faults.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kconform::host_gmem {
+
+// Reads [p, p+len) page by page (page-aligned chunks in ascending address
+// order) and folds the bytes into an FNV-1a digest. Returns 0 and sets
+// *digest, or returns the signal the first faulting page raised.
+int guarded_load(const uint8_t* p, size_t len, size_t page_size, uint64_t* digest);
+
+// Writes pattern_byte(seed, i) to p[i] for i in [0, len), page by page in
+// ascending order. Returns 0, or the signal the first faulting page raised;
+// the pages before it stay written, nothing at or after it is written.
+int guarded_store(uint8_t* p, size_t len, size_t page_size, uint64_t seed);
+
+}  // namespace kconform::host_gmem

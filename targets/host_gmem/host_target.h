@@ -1,0 +1,85 @@
+// The host target: runs guest_memfd scenarios literally on the running
+// kernel through /dev/kvm and reports what each op did. Harness conventions
+// (slots, refusals, argument narrowing) are in conventions.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/gmem/profile.h"
+#include "harness/scenario/gmem_conventions.h"
+#include "targets/host_gmem/probe.h"
+#include "targets/target.h"
+
+namespace kconform::host_gmem {
+
+class HostGmemTarget : public Target {
+ public:
+  // Takes ownership of kvm_fd (an open /dev/kvm).
+  HostGmemTarget(int kvm_fd, ProbeResult probe);
+  ~HostGmemTarget() override;
+  HostGmemTarget(const HostGmemTarget&) = delete;
+  HostGmemTarget& operator=(const HostGmemTarget&) = delete;
+
+  const TargetIdentity& identity() const override { return probe_.identity; }
+  const gmem::Profile& profile() const { return probe_.profile; }
+  void begin(const Scenario& s) override;
+  Outcome exec(const Scenario& s, size_t i) override;
+  void end() override;
+
+ private:
+  struct Mapping {
+    uint8_t* addr = nullptr;  // null: failed or unmapped
+    uint64_t len = 0;         // the len the mmap op asked for (munmap rounds it up)
+  };
+  struct Area {  // memory the target owns for a bind
+    void* addr;
+    size_t len;
+  };
+
+  int vm_fd(uint64_t slot) const;
+  int gmem_fd(uint64_t slot) const;
+  Mapping* map_slot(uint64_t slot);
+
+  Outcome op_create_vm(const uint64_t* a);
+  Outcome op_create_gmem(const uint64_t* a);
+  Outcome op_close(std::vector<int>& slots, uint64_t slot);
+  Outcome op_write(const uint64_t* a, bool positional);
+  Outcome op_pwritev(const uint64_t* a);
+  Outcome op_read(int fd, bool positional, uint64_t offset, uint64_t len);
+  Outcome op_mmap(const uint64_t* a);
+  Outcome op_munmap(const uint64_t* a);
+  Outcome op_access(const uint64_t* a, bool store);
+  Outcome op_fallocate(const uint64_t* a);
+  Outcome op_fstat(const uint64_t* a);
+  Outcome op_bind(const uint64_t* a);
+  Outcome op_unbind(const uint64_t* a);
+  uint64_t bind_backing(uint64_t size);
+
+  int kvm_fd_;
+  ProbeResult probe_;
+  size_t page_size_;
+  void* dummy_page_ = nullptr;  // a valid page address for binds we do not back
+  bool gmem_abi_ = true;        // false: the scenario is of another ABI (ENOSYS)
+  std::vector<int> vms_, gmems_;
+  std::vector<Mapping> maps_;
+  std::vector<Area> areas_;
+};
+
+struct HostOpen {
+  std::unique_ptr<Target> target;  // null when error is set
+  gmem::Profile profile;
+  std::string error;  // /dev/kvm missing or unusable: print it and skip
+};
+
+HostOpen open_host_target(const char* dev_path = kKvmDevice);
+
+}  // namespace kconform::host_gmem
+
+// The runner reaches the host target as gmem::open_host_target().
+namespace kconform::gmem {
+using host_gmem::HostOpen;
+using host_gmem::open_host_target;
+}  // namespace kconform::gmem

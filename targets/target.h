@@ -1,0 +1,36 @@
+// A target runs scenarios on real code (the running kernel, a kernel in QEMU,
+// the pKVM EL2 handler compiled for the host) and reports what each op did.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+#include "oracles/outcome.h"
+
+namespace kconform {
+
+// Who the target is, recorded in every verdict stream.
+struct TargetIdentity {
+  std::string target;   // "host", "qemu", "el2", ...
+  std::string release;  // kernel release (uname -r) or tree version
+  std::string profile;  // the model profile chosen from the probed capabilities
+  std::vector<std::pair<std::string, uint64_t>> caps;  // what was probed, by name
+  uint32_t cap_bits = 0;  // which Scenario::requires_caps bits this target has
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual const TargetIdentity& identity() const = 0;
+  // Called before the first op of a scenario; the target starts from nothing.
+  virtual void begin(const Scenario& s) = 0;
+  // Runs op i of s and reports what it did.
+  virtual Outcome exec(const Scenario& s, size_t i) = 0;
+  // Releases everything the scenario created (fds, VMs, mappings).
+  virtual void end() = 0;
+};
+
+}  // namespace kconform

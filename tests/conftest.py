@@ -1,0 +1,42 @@
+"""Shared fixtures: the repository, the built engine, a temporary report root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "harness" / "driver"))
+
+KCONFORM = REPO / "kconform"
+
+
+def kconform(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KCONFORM), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from kconform import build
+    from kconform.engine import Engine
+    from kconform.paths import runner_binary
+    build.build("default", log=lambda m: None)
+    return Engine(runner_binary())
+
+
+@pytest.fixture(scope="session")
+def rules(engine):
+    return engine.rules()
+
+
+def have_kvm() -> bool:
+    return os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+needs_kvm = pytest.mark.skipif(not have_kvm(), reason="/dev/kvm is missing or not accessible: "
+                                                      "the host target cannot run here")

@@ -1,0 +1,73 @@
+"""The known-findings baseline: validation, matching, and stale entries."""
+
+import json
+
+import pytest
+
+from kconform import baseline
+from kconform.errors import ToolError
+from kconform.verdicts import Finding, TargetRun
+
+
+def entry(**kw):
+    e = {"rule": "GMEM.A", "target": "host", "release": "6.18.*", "reason": "triaged",
+         "date": "2026-11-30"}
+    e.update(kw)
+    return e
+
+
+def write(tmp_path, doc):
+    p = tmp_path / "known.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def finding(rule="GMEM.A", scenario="gmem/x", release="6.18.44"):
+    return Finding(rule=rule, target="host", release=release, scenario=scenario, file="f.kcs",
+                   index=0, op=1, call="write gmem=0 len=1", expected=["errno EINVAL [GMEM.A]"],
+                   observed="ok 1")
+
+
+def run_with(*findings, release="6.18.44"):
+    r = TargetRun(target={"target": "host", "release": release, "profile": "gmem-base"})
+    r.findings.extend(findings)
+    return r
+
+
+def test_missing_file_is_an_empty_baseline(tmp_path):
+    assert baseline.load(tmp_path / "none.json") == []
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"format": 2, "findings": []}, "field 'format'"),
+    ({"format": 1}, "field 'findings'"),
+    ({"format": 1, "findings": [entry(reason="")]}, "findings[0]: field 'reason'"),
+    ({"format": 1, "findings": [entry(date="30/11/2026")]}, "findings[0]: field 'date'"),
+    ({"format": 1, "findings": [entry(colour="red")]}, "findings[0]: field 'colour'"),
+    ({"format": 1, "findings": [entry(), entry(rule="NOPE")]}, "findings[1]: field 'rule'"),
+])
+def test_malformed_baseline_names_the_field(tmp_path, doc, field):
+    with pytest.raises(ToolError) as e:
+        baseline.load(write(tmp_path, doc), {"GMEM.A"})
+    assert field in str(e.value)
+    assert str(tmp_path / "known.json") in str(e.value)
+
+
+def test_matching_finding_is_baselined_and_others_are_new():
+    entries = [entry(scenario="gmem/x*")]
+    f1, f2, f3 = finding(), finding(rule="GMEM.B"), finding(scenario="gmem/y")
+    stale = baseline.apply(entries, [run_with(f1, f2, f3)])
+    assert f1.baselined_by is entries[0]
+    assert f2.baselined_by is None and f3.baselined_by is None
+    assert stale == []
+
+
+def test_entry_that_no_longer_occurs_is_reported():
+    entries = [entry()]
+    stale = baseline.apply(entries, [run_with()])
+    assert stale == entries
+
+
+def test_entry_for_another_release_is_not_stale():
+    entries = [entry(release="7.3.*")]
+    assert baseline.apply(entries, [run_with()]) == []
