@@ -46,30 +46,40 @@ def test_every_rule_of_the_profile_is_exercised(clean):
 
 
 
-def _verdict_records(tmp_path):
-    (raw,) = list((tmp_path / "reports").rglob("verdicts-host.jsonl"))
-    return [json.loads(line) for line in raw.read_text().splitlines()]
+def _violations(report_root):
+    (raw,) = list(report_root.rglob("verdicts-host.jsonl"))
+    recs = [json.loads(line) for line in raw.read_text().splitlines()]
+    return {(r["scenario"], r["op"]): r for r in recs if r.get("verdict") == "violation"}
+
+
+@pytest.fixture(scope="module")
+def clean_violations(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clean-raw")
+    run_json(d)
+    return _violations(d / "reports")
 
 
 def _rules_of(expected):
     return sorted({e.rsplit("[", 1)[1].rstrip("]") for e in expected})
 
 
-@pytest.mark.parametrize("fault,op", [
-    ("wrong-errno:create_gmem", "create_gmem"),
-    ("wrong-errno:write", "write"),
-    ("wrong-errno:fallocate", "fallocate"),
-    ("wrong-content:load", "load"),
-    ("succeed:mmap", "mmap"),
-    ("fail:fallocate", "fallocate"),
+# fault, and the ops where its lie can show: a faked mmap success the model may
+# allow (mmap "may fail" cases) is caught at the first access to the mapping.
+@pytest.mark.parametrize("fault,ops", [
+    ("wrong-errno:create_gmem", {"create_gmem"}),
+    ("wrong-errno:write", {"write"}),
+    ("wrong-errno:fallocate", {"fallocate"}),
+    ("wrong-content:load", {"load"}),
+    ("succeed:mmap", {"mmap", "load", "store", "munmap"}),
+    ("fail:fallocate", {"fallocate"}),
+    ("succeed:bind", {"bind"}),
 ])
-def test_a_lying_target_is_caught_with_the_right_rule(tmp_path, fault, op):
+def test_a_lying_target_is_caught_with_the_right_rule(tmp_path, clean_violations, fault, ops):
     code, doc = run_json(tmp_path, "--fault", fault)
     assert code == 1, f"{fault}: the oracle did not catch the wrong answer"
-    records = _verdict_records(tmp_path)
-    violations = [r for r in records if r.get("verdict") == "violation"]
-    assert violations
-    for v in violations:
-        assert v["call"].split()[0] == op, f"{fault} blamed an op it did not touch: {v['call']}"
+    new = {k: v for k, v in _violations(tmp_path / "reports").items() if k not in clean_violations}
+    assert new, f"{fault}: no violation beyond those of the clean run"
+    for v in new.values():
+        assert v["call"].split()[0] in ops, f"{fault} blamed an op it did not touch: {v['call']}"
         # The rules blamed are exactly those that licensed the outcomes the model allowed.
         assert sorted(v["violated"]) == _rules_of(v["expected"])

@@ -9,9 +9,14 @@ namespace kconform {
 namespace gmem {
 extern const AbiSpec kGmemAbi;
 }
+namespace ffa {
+extern const AbiSpec kFfaAbi;
+}
 
 const AbiSpec& abi_spec(Abi abi) {
   switch (abi) {
+    case Abi::kFfa:
+      return ffa::kFfaAbi;
     case Abi::kGmem:
     default:
       return gmem::kGmemAbi;
@@ -20,6 +25,7 @@ const AbiSpec& abi_spec(Abi abi) {
 
 const AbiSpec* abi_spec_by_name(std::string_view name) {
   if (name == gmem::kGmemAbi.name) return &gmem::kGmemAbi;
+  if (name == ffa::kFfaAbi.name) return &ffa::kFfaAbi;
   return nullptr;
 }
 

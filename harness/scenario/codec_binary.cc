@@ -106,7 +106,7 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
   if (s.version != kScenarioVersion)
     return fail("field 'version': " + std::to_string(s.version) + " is not supported");
   s.abi = static_cast<Abi>(abi_byte);
-  if (s.abi != Abi::kGmem) return fail("field 'abi': unknown ABI " + std::to_string(abi_byte));
+  if (s.abi != Abi::kGmem && s.abi != Abi::kFfa) return fail("field 'abi': unknown ABI " + std::to_string(abi_byte));
   uint64_t v;
   if (!r.uleb(&v, &why)) return fail("field 'requires': " + why);
   if (v > 0xffffffffull) return fail("field 'requires': too large");

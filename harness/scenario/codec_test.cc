@@ -118,7 +118,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "field 'size'"},
         BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=0x10000000000000000G flags=0\n",
                 "field 'size'"},
-        BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm type\n", "expected name=value"}));
+        BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm type\n", "expected name=value"},
+        BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm\nname y\n", ":5: field 'name': must come once"},
+        BadText{"kconform-scenario 1\nabi gmem\nname x\nname y\n", ":4: field 'name': must come once"},
+        BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm\nrequires gmem\n", ":5: field 'requires': must come before"}));
 
 Scenario random_scenario(std::mt19937_64& rng) {
   const AbiSpec& abi = abi_spec(Abi::kGmem);

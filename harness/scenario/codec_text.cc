@@ -143,6 +143,8 @@ class Parser {
   }
 
   bool set_name(std::string_view text) {
+    if (have_name_ || !cur_->ops.empty())
+      return fail("field 'name': must come once, before the ops");
     std::string_view name = trim(text.substr(4));
     if (name.empty() || name.size() > kMaxNameBytes)
       return fail("field 'name': must be 1 to 255 characters");
@@ -153,6 +155,7 @@ class Parser {
 
   bool set_requires(const std::vector<std::string_view>& w) {
     if (!have_abi_) return fail("field 'requires': must follow the 'abi' line");
+    if (!cur_->ops.empty()) return fail("field 'requires': must come before the ops");
     const AbiSpec& abi = abi_spec(cur_->abi);
     for (size_t i = 1; i < w.size(); ++i) {
       bool found = false;

@@ -18,7 +18,7 @@ bool validate(const Scenario& s, std::string* error) {
              std::to_string(kScenarioVersion) + ")";
     return false;
   }
-  if (s.abi != Abi::kGmem) {
+  if (s.abi != Abi::kGmem && s.abi != Abi::kFfa) {
     *error = "abi " + std::to_string(static_cast<int>(s.abi)) + " is not known";
     return false;
   }

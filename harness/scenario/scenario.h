@@ -16,7 +16,7 @@
 namespace kconform {
 
 inline constexpr uint8_t kScenarioVersion = 1;
-inline constexpr size_t kMaxArgs = 8;
+inline constexpr size_t kMaxArgs = 16;  // ffa's tx_mem_desc has 16
 inline constexpr size_t kMaxOps = 4096;
 inline constexpr size_t kMaxBlobBytes = 1 << 20;
 inline constexpr size_t kMaxNameBytes = 255;

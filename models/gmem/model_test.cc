@@ -475,16 +475,19 @@ TEST(GmemWrite, ZeroLength) {
   Expectation u = r.peek(pwrite(0, 1, 0));
   EXPECT_TRUE(admits(u, Outcome::ok(0)));
   EXPECT_EQ(errnos(u), (std::set<int>{EINVAL}));
-  // Length 0 at or past EOF is not an EOF error.
-  EXPECT_EQ(errnos(r.peek(pwrite(0, 8 * P, 0))), std::set<int>{});
+  // Length 0 past EOF: 0, or the EOF errors if the kernel detects them (WRITE:ZERO).
+  Expectation past = r.peek(pwrite(0, 8 * P, 0));
+  EXPECT_TRUE(admits(past, Outcome::ok(0)));
+  EXPECT_EQ(errnos(past), (std::set<int>{EINVAL, EFBIG, ENOSPC}));
 }
 
 TEST(GmemWrite, OffsetRange) {
   Session r = with_file(write_profile(), 4 * P, kWritable);
+  // Beyond loff_t is also past this file's EOF: the union of both guards' errors.
   Expectation e = r.peek(pwrite(0, 1ull << 63, P));
-  expect_errors(e, {EINVAL, EOVERFLOW, EFBIG});
+  expect_errors(e, {EINVAL, EOVERFLOW, EFBIG, ENOSPC});
   EXPECT_TRUE(hit(e, kGmemWriteOffsetRange, true));
-  expect_errors(r.peek(pwrite(0, kLoffMax - P + 1, 2 * P)), {EINVAL, EOVERFLOW, EFBIG});
+  expect_errors(r.peek(pwrite(0, kLoffMax - P + 1, 2 * P)), {EINVAL, EOVERFLOW, EFBIG, ENOSPC});
 }
 
 TEST(GmemWrite, EofStartAndCrossing) {
@@ -551,9 +554,33 @@ TEST(GmemWrite, SourceFaultAndEofTogether) {
 TEST(GmemWrite, UnionOfHardFailures) {
   Session r = with_file(write_profile(), 4 * P, kWritable);
   Expectation e = r.peek(pwrite(0, (1ull << 63) + 1, P));
-  expect_errors(e, {EINVAL, EOVERFLOW, EFBIG});
+  // Beyond loff_t, unaligned and past EOF: every guard's errors are allowed.
+  expect_errors(e, {EINVAL, EOVERFLOW, EFBIG, ENOSPC});
   EXPECT_TRUE(hit(e, kGmemWriteAlign, true));
   EXPECT_TRUE(hit(e, kGmemWriteOffsetRange, true));
+  EXPECT_TRUE(hit(e, kGmemWriteEof, true));
+  // Unaligned and past EOF (no loff_t overflow): EOF's errors join EINVAL.
+  expect_errors(r.peek(pwrite(0, 4 * P + P / 2, P)), {EINVAL, EFBIG, ENOSPC});
+}
+
+TEST(GmemWrite, UnalignedWriteToAPrivateFileAllowsSharedOnlyErrors) {
+  Session r = with_file(write_profile(), 4 * P, kFlagMmap | kFlagWrite);
+  Expectation e = r.peek(pwrite(0, P / 2, P));
+  expect_errors(e, {EINVAL, EPERM, EACCES, EFAULT});
+  EXPECT_TRUE(hit(e, kGmemWriteSharedOnly, true));
+  EXPECT_FALSE(admits(e, Outcome::ok(P)));
+}
+
+TEST(GmemWrite, ZeroLengthWriteMayReportWhatItDetects) {
+  Session r = with_file(write_profile(), 4 * P, kWritable);
+  Expectation at_eof = r.peek(pwrite(0, 4 * P, 0));
+  EXPECT_TRUE(admits(at_eof, Outcome::ok(0)));
+  EXPECT_TRUE(admits(at_eof, Outcome::err(EFBIG)));
+  EXPECT_FALSE(admits(at_eof, Outcome::ok(P)));
+  Session priv = with_file(write_profile(), 4 * P, kFlagMmap | kFlagWrite);
+  Expectation p = priv.peek(pwrite(0, 0, 0));
+  EXPECT_TRUE(admits(p, Outcome::ok(0)));
+  EXPECT_TRUE(admits(p, Outcome::err(EPERM)));
 }
 
 TEST(GmemWrite, PwritevIsPwriteOfTheConcatenation) {

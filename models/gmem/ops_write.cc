@@ -82,13 +82,12 @@ void expect_write_abi(const State& st, const GmemFile& file, const WriteRequest&
     g.pass(kGmemWriteAlign);
   }
   if (w.vectored) g.pass(kGmemWritevSegments);
-  // A zero-length write writes nothing; it may still report what it detected.
-  if (count == 0) {
-    g.allow(Allowed::ok(kGmemWriteZeroLen, 0));
-    return;
-  }
-  bool hard_failure = g.failed();
-  if (hard_failure) return;
+  // A zero-length write writes nothing; it may still report what it detected
+  // (SPEC.md WRITE:ZERO), so the remaining guards still add their errors.
+  const bool zero = count == 0;
+  // When several guards fail, no source orders them: their errors are a union
+  // (SPEC.md ORDER:UNION), so a failed guard does not stop the others.
+  const bool hard_failure = g.failed();
 
   // The rest may cut the write short: `limit` is how much of it can be written.
   uint64_t limit = count;
@@ -126,6 +125,11 @@ void expect_write_abi(const State& st, const GmemFile& file, const WriteRequest&
   } else {
     g.pass(kGmemWriteSrcFault);
   }
+  if (zero) {
+    g.allow(Allowed::ok(kGmemWriteZeroLen, 0));
+    return;
+  }
+  if (hard_failure) return;
   g.pass(kGmemWritePopulate);
   if (g.failed() || cut) {
     allow_short_counts(page, limit, limit_rule, g);

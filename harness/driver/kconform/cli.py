@@ -78,6 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build the C++ engine (incremental)")
     p.add_argument("--preset", choices=("default", "asan"), default="default")
 
+    p = sub.add_parser("tree", help="fetch a Debian kernel tree into the cache, or check a local one",
+                       description="Kernel trees hold the kernel code kconform compiles and reads "
+                                   "(never stored in this repository). fetch: download Debian's "
+                                   "linux-source package through a private apt state and extract only "
+                                   "the needed files; check: see that a local tree has them; list: "
+                                   "the cached trees.")
+    tsub = p.add_subparsers(dest="tree_command", metavar="ACTION", required=True)
+    c = tsub.add_parser("fetch", help="download debian:7.3, debian:7.2 or debian:6.12")
+    c.add_argument("spec")
+    c.add_argument("--refresh", action="store_true", help="look for a newer package version")
+    c = tsub.add_parser("check", help="check a local tree (your own, with your patches)")
+    c.add_argument("path")
+    tsub.add_parser("list", help="the trees in the cache")
+
     p = sub.add_parser("scenario", help="check or convert scenario files",
                        description="check: parse files and report the first malformed one; "
                                    "convert: text to binary (--to binary --out-dir DIR) or back (--to text)")
@@ -129,6 +143,26 @@ def cmd_scenario(args, console: Console) -> int:
     return 0 if r.returncode == 0 else 2
 
 
+def cmd_tree(args, console: Console) -> int:
+    from kconform import trees
+    from kconform.paths import cache_dir
+    if args.tree_command == "fetch":
+        path = trees.fetch(args.spec, progress=lambda m: console.print(m, markup=False, highlight=False),
+                           refresh=args.refresh)
+        print(path)
+    elif args.tree_command == "check":
+        info = trees.check(args.path)
+        print(f"{info.path}: linux {info.version}, {len(info.present)} needed files present")
+    else:
+        root = cache_dir() / "trees"
+        found = sorted(p for p in root.glob("*") if p.is_dir()) if root.exists() else []
+        for p in found:
+            print(p)
+        if not found:
+            print(f"no trees in {root} (./kconform tree fetch debian:7.3)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -159,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_build(args, console)
         if args.command == "scenario":
             return cmd_scenario(args, console)
+        if args.command == "tree":
+            return cmd_tree(args, console)
     except ToolError as e:
         print(f"kconform: error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR

@@ -1,0 +1,129 @@
+// The FF-A op table: names, argument kinds and defaults.
+#include "harness/scenario/ffa_abi.h"
+
+#include "harness/scenario/abi.h"
+#include "models/ffa/ffa.h"
+#include "models/ffa/spmc.h"
+
+namespace kconform::ffa {
+namespace {
+
+constexpr NamedValue kConv[] = {{"SMC64", kConvSmc64}, {"SMC32", kConvSmc32}};
+constexpr NamedValue kLayouts[] = {{"V1_0", kLayoutV10}, {"V1_1", kLayoutV11}, {"V1_2", kLayoutV12}};
+constexpr NamedValue kVersions[] = {
+    {"V1_0", kVersion10}, {"V1_1", kVersion11}, {"V1_2", kVersion12}, {"V1_3", version(1, 3)}};
+constexpr NamedValue kPerms[] = {
+    {"RO", kPermDataRo}, {"RW", kPermDataRw}, {"NX", kPermInstrNx}, {"X", kPermInstrX}};
+constexpr NamedValue kAttrs[] = {{"NORMAL_WB_INNER", kAttrNormalWbInner},
+                                 {"NORMAL_WB_OUTER", kAttrTypeNormal | kAttrCacheWriteBack | kAttrShareOuter},
+                                 {"NORMAL_NC_INNER", kAttrTypeNormal | kAttrCacheNonCacheable | kAttrShareInner},
+                                 {"DEVICE", kAttrTypeDevice},
+                                 {"UNSPECIFIED", 0}};
+constexpr NamedValue kMemFlags[] = {{"ZERO", kFlagZeroMemory}, {"TIME_SLICE", kFlagTimeSlice}};
+constexpr NamedValue kReclaimFlags[] = {{"ZERO", kReclaimZero}, {"TIME_SLICE", kReclaimTimeSlice}};
+constexpr NamedValue kAuto[] = {{"auto", kArgAuto}};
+constexpr NamedValue kReceiver2[] = {{"none", kNoReceiver}};
+constexpr NamedValue kSp[] = {{"SP1", 0x8001}, {"SP2", 0x8002}};
+constexpr NamedValue kFaults[] = {{"ERROR", static_cast<uint64_t>(Fault::kError)},
+                                  {"FRAG_LEN", static_cast<uint64_t>(Fault::kFragLen)},
+                                  {"BOGUS_DESC", static_cast<uint64_t>(Fault::kBogusDesc)},
+                                  {"SHORT_COUNT", static_cast<uint64_t>(Fault::kShortCount)},
+                                  {"LONG_COUNT", static_cast<uint64_t>(Fault::kLongCount)}};
+constexpr NamedValue kFids[] = {
+    {"VERSION", kFnVersion},          {"FEATURES", kFnFeatures},
+    {"RX_RELEASE", kFnRxRelease},     {"RXTX_MAP_32", kFnRxtxMap32},
+    {"RXTX_MAP_64", kFnRxtxMap64},    {"RXTX_UNMAP", kFnRxtxUnmap},
+    {"PARTITION_INFO_GET", kFnPartitionInfoGet}, {"ID_GET", kFnIdGet},
+    {"MEM_DONATE_32", kFnMemDonate32}, {"MEM_DONATE_64", kFnMemDonate64},
+    {"MEM_LEND_32", kFnMemLend32},    {"MEM_LEND_64", kFnMemLend64},
+    {"MEM_SHARE_32", kFnMemShare32},  {"MEM_SHARE_64", kFnMemShare64},
+    {"MEM_RETRIEVE_REQ_32", kFnMemRetrieveReq32}, {"MEM_RETRIEVE_REQ_64", kFnMemRetrieveReq64},
+    {"MEM_RETRIEVE_RESP", kFnMemRetrieveResp}, {"MEM_RELINQUISH", kFnMemRelinquish},
+    {"MEM_RECLAIM", kFnMemReclaim},   {"MEM_FRAG_RX", kFnMemFragRx},
+    {"MEM_FRAG_TX", kFnMemFragTx},    {"MEM_RECLAIM2", kFnMemReclaim2},
+    {"SPM_ID_GET", kFnSpmIdGet},      {"DIRECT_REQ_32", kFnDirectReq32},
+    {"RX_ACQUIRE", kFnRxAcquire},     {"MEM_PERM_GET", kFnMemPermGet32},
+};
+
+constexpr ArgSpec kHandleArg{"handle", ArgKind::kSlot, kHandleRes};
+constexpr ArgSpec kHandleXor{"handle_xor", ArgKind::kInt, -1, {}, true, 0};
+constexpr ArgSpec kAutoLen(const char* name) { return {name, ArgKind::kInt, -1, kAuto, true, kArgAuto}; }
+constexpr ArgSpec kOpt(const char* name, uint64_t dflt = 0) { return {name, ArgKind::kInt, -1, {}, true, dflt}; }
+
+constexpr ArgSpec kVersionArgs[] = {{"version", ArgKind::kEnum, -1, kVersions, true, kVersion12}};
+constexpr ArgSpec kFeaturesArgs[] = {{"id", ArgKind::kEnum, -1, kFids}, kOpt("props")};
+constexpr ArgSpec kPartInfoArgs[] = {kOpt("uuid0"), kOpt("uuid1"), kOpt("uuid2"), kOpt("uuid3"), kOpt("flags")};
+constexpr ArgSpec kMapArgs[] = {{"tx", ArgKind::kInt},
+                                {"rx", ArgKind::kInt},
+                                {"pages", ArgKind::kInt},
+                                {"conv", ArgKind::kEnum, -1, kConv, true, kConvSmc64}};
+constexpr ArgSpec kIdArgs[] = {kOpt("id")};
+constexpr ArgSpec kTxWriteArgs[] = {{"offset", ArgKind::kInt}, {"data", ArgKind::kBytes}};
+constexpr ArgSpec kTxMemDescArgs[] = {
+    {"layout", ArgKind::kEnum, -1, kLayouts, true, kLayoutV12},
+    kOpt("sender", kHostId),
+    {"receiver", ArgKind::kEnum, -1, kSp, true, 0x8001},
+    {"perms", ArgKind::kFlags, -1, kPerms, true, kPermDataRw},
+    {"receiver2", ArgKind::kEnum, -1, kReceiver2, true, kNoReceiver},
+    {"perms2", ArgKind::kFlags, -1, kPerms, true, kPermDataRw},
+    {"attrs", ArgKind::kEnum, -1, kAttrs, true, kAttrNormalWbInner},
+    {"flags", ArgKind::kFlags, -1, kMemFlags, true, 0},
+    kOpt("tag"),
+    {"ranges", ArgKind::kBytes},
+    kAutoLen("total_pages"),
+    kAutoLen("composite_off"),
+    kAutoLen("ep_count"),
+    kAutoLen("range_count"),
+    kAutoLen("ep_mem_size"),
+    kOpt("offset"),
+};
+constexpr ArgSpec kTxConstituentsArgs[] = {{"offset", ArgKind::kInt}, {"ranges", ArgKind::kBytes}, kOpt("reserved")};
+constexpr ArgSpec kSendArgs[] = {kAutoLen("total_len"), kAutoLen("frag_len"), kOpt("addr"), kOpt("pages"),
+                                 {"conv", ArgKind::kEnum, -1, kConv, true, kConvSmc64}};
+constexpr ArgSpec kFragTxArgs[] = {kHandleArg, {"frag_len", ArgKind::kInt}, kOpt("sender")};
+constexpr ArgSpec kReclaimArgs[] = {kHandleArg, {"flags", ArgKind::kFlags, -1, kReclaimFlags, true, 0}, kHandleXor};
+constexpr ArgSpec kReclaim2Args[] = {kHandleArg,
+                                     {"flags", ArgKind::kFlags, -1, kReclaimFlags, true, 0},
+                                     kOpt("offset"),
+                                     {"count", ArgKind::kInt},
+                                     kOpt("page_index"),
+                                     {"total_pages", ArgKind::kInt},
+                                     kHandleXor};
+constexpr ArgSpec kRawArgs[] = {{"fid", ArgKind::kEnum, -1, kFids}, kOpt("x1"), kOpt("x2"), kOpt("x3"),
+                                kOpt("x4"), kOpt("x5"), kOpt("x6"), kOpt("x7")};
+constexpr ArgSpec kMisbehaveArgs[] = {{"kind", ArgKind::kEnum, -1, kFaults}, kOpt("value")};
+constexpr ArgSpec kSpArgs[] = {kHandleArg, {"sp", ArgKind::kEnum, -1, kSp, true, 0x8001}};
+
+constexpr OpSpec kOps[] = {
+    {"version", kVersionArgs, -1, "FFA_VERSION"},
+    {"features", kFeaturesArgs, -1, "FFA_FEATURES of a function ID"},
+    {"id_get", {}, -1, "FFA_ID_GET"},
+    {"partition_info_get", kPartInfoArgs, -1, "FFA_PARTITION_INFO_GET (uuid words, flags)"},
+    {"rxtx_map", kMapArgs, -1, "FFA_RXTX_MAP of the host's TX/RX buffers (4K page count)"},
+    {"rxtx_unmap", kIdArgs, -1, "FFA_RXTX_UNMAP"},
+    {"rx_release", kIdArgs, -1, "FFA_RX_RELEASE"},
+    {"tx_write", kTxWriteArgs, -1, "harness: write bytes into the host TX buffer at offset"},
+    {"tx_mem_desc", kTxMemDescArgs, -1, "harness: write a memory transaction descriptor into the host TX buffer"},
+    {"tx_constituents", kTxConstituentsArgs, -1, "harness: write constituent descriptors into the host TX buffer"},
+    {"mem_share", kSendArgs, kHandleRes, "FFA_MEM_SHARE of the descriptor in TX"},
+    {"mem_lend", kSendArgs, kHandleRes, "FFA_MEM_LEND of the descriptor in TX"},
+    {"mem_donate", kSendArgs, kHandleRes, "FFA_MEM_DONATE of the descriptor in TX"},
+    {"mem_frag_tx", kFragTxArgs, -1, "FFA_MEM_FRAG_TX: the next fragment, in TX"},
+    {"mem_reclaim", kReclaimArgs, -1, "FFA_MEM_RECLAIM of a handle (xor handle_xor)"},
+    {"mem_reclaim2", kReclaim2Args, -1, "FFA_MEM_RECLAIM2 of a handle with constituents in TX"},
+    {"raw", kRawArgs, -1, "any SMC: function ID and x1..x7"},
+    {"el3_misbehave", kMisbehaveArgs, -1, "harness: the SPMC misbehaves once"},
+    {"sp_retrieve", kSpArgs, -1, "harness: the borrower retrieves the memory at the SPMC"},
+    {"sp_relinquish", kSpArgs, -1, "harness: the borrower relinquishes the memory at the SPMC"},
+};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
+
+constexpr const char* kResources[] = {"handle"};
+constexpr NamedValue kCaps[] = {{"reclaim2", 0}, {"page_4k", 1}, {"page_16k", 2}, {"page_64k", 3}};
+
+}  // namespace
+
+extern const AbiSpec kFfaAbi;
+const AbiSpec kFfaAbi{Abi::kFfa, "ffa", kOps, kResources, kCaps};
+
+}  // namespace kconform::ffa

@@ -1,0 +1,59 @@
+// FF-A ABI (host calls through pKVM's EL2 proxy, plus harness ops): op codes,
+// argument positions and named values, as used by the FF-A model (models/ffa)
+// and the EL2 target. The table that gives them names and kinds is in
+// ffa_abi.cc; models/ffa/SPEC.md (HARNESS:*) says what each harness op does.
+#pragma once
+
+#include <cstdint>
+
+namespace kconform::ffa {
+
+// Resource kinds (slot namespaces).
+enum Resource : int { kHandleRes = 0 };
+
+// Op codes, in table order. Arguments are listed as "a0, a1, ...".
+enum OpCode : uint8_t {
+  kOpVersion = 0,         // version
+  kOpFeatures = 1,        // id, props
+  kOpIdGet = 2,           //
+  kOpPartitionInfo = 3,   // uuid0, uuid1, uuid2, uuid3, flags
+  kOpRxtxMap = 4,         // tx, rx, pages, conv
+  kOpRxtxUnmap = 5,       // id
+  kOpRxRelease = 6,       // id
+  kOpTxWrite = 7,         // offset, data                        (harness: bytes into host TX)
+  kOpTxMemDesc = 8,       // layout, sender, receiver, perms, receiver2, perms2, attrs, flags, tag,
+                          // ranges, total_pages, composite_off, ep_count, range_count, ep_mem_size, offset
+  kOpTxConstituents = 9,  // offset, ranges, reserved             (harness)
+  kOpMemShare = 10,       // total_len, frag_len, addr, pages, conv   -> handle
+  kOpMemLend = 11,        // total_len, frag_len, addr, pages, conv   -> handle
+  kOpMemDonate = 12,      // total_len, frag_len, addr, pages, conv   -> handle
+  kOpMemFragTx = 13,      // handle, frag_len, sender
+  kOpMemReclaim = 14,     // handle, flags, handle_xor
+  kOpMemReclaim2 = 15,    // handle, flags, offset, count, page_index, total_pages, handle_xor
+  kOpRaw = 16,            // fid, x1 .. x7
+  kOpEl3Misbehave = 17,   // kind, value                          (harness: arms the SPMC)
+  kOpSpRetrieve = 18,     // handle, sp                           (harness: borrower at the SPMC)
+  kOpSpRelinquish = 19,   // handle, sp
+  kOpCount
+};
+
+// tx_mem_desc layouts (the descriptor format of FF-A v1.0, v1.1, v1.2).
+inline constexpr uint64_t kLayoutV10 = 0, kLayoutV11 = 1, kLayoutV12 = 2;
+// Calling convention of calls that have both.
+inline constexpr uint64_t kConvSmc64 = 0, kConvSmc32 = 1;
+// "Compute it" for derived fields and lengths.
+inline constexpr uint64_t kArgAuto = ~0ull;
+// receiver2 absent.
+inline constexpr uint64_t kNoReceiver = 0x10000;
+// ranges byte strings: records of (address u64 LE, pages u32 LE), 12 bytes each.
+inline constexpr uint64_t kRangeRecordBytes = 12;
+
+// Capabilities a scenario can require (Scenario::requires_caps bits).
+enum Capability : uint32_t {
+  kCapReclaim2 = 1u << 0,  // the handler implements FFA_MEM_RECLAIM2
+  kCapPage4k = 1u << 1,    // host PAGE_SIZE 4K
+  kCapPage16k = 1u << 2,   // 16K
+  kCapPage64k = 1u << 3,   // 64K
+};
+
+}  // namespace kconform::ffa

@@ -1,0 +1,14 @@
+// The FF-A state digest (digest.h has the exact definition).
+#include "models/ffa/digest.h"
+
+namespace kconform::ffa {
+
+uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc) {
+  Fnv1a h;
+  h.u32(static_cast<uint32_t>(host_views.size()));
+  for (uint8_t v : host_views) h.u8(v);
+  spmc.digest(h);
+  return h.h;
+}
+
+}  // namespace kconform::ffa

@@ -1,0 +1,82 @@
+// Rule bookkeeping for the FF-A core (desc, spmc, proxy): a fixed-capacity
+// list of evaluated rules and a diagnostic note, with no allocation.
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+
+#include "models/common/rules.h"
+
+namespace kconform::ffa {
+
+struct Hit {
+  RuleId rule = 0;
+  bool broken = false;
+};
+
+class Hits {
+ public:
+  static constexpr uint32_t kMax = 96;
+  void pass(RuleId r) { add(r, false); }
+  void broke(RuleId r, const char* fmt, ...) __attribute__((format(printf, 3, 4))) {
+    add(r, true);
+    va_list ap;
+    va_start(ap, fmt);
+    append(fmt, ap);
+    va_end(ap);
+  }
+  void add(RuleId r, bool broken) {
+    for (uint32_t i = 0; i < n_; ++i)
+      if (hits_[i].rule == r) {
+        hits_[i].broken |= broken;
+        return;
+      }
+    if (n_ < kMax) hits_[n_++] = {r, broken};
+  }
+  void note(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    va_list ap;
+    va_start(ap, fmt);
+    append(fmt, ap);
+    va_end(ap);
+  }
+  uint32_t size() const { return n_; }
+  const Hit& operator[](uint32_t i) const { return hits_[i]; }
+  const char* text() const { return note_; }
+  void clear() {
+    n_ = 0;
+    note_[0] = 0;
+    len_ = 0;
+  }
+
+ private:
+  void append(const char* fmt, va_list ap) {
+    if (len_ >= sizeof(note_) - 4) return;
+    if (len_) {
+      note_[len_++] = ';';
+      note_[len_++] = ' ';
+    }
+    int w = vsnprintf(note_ + len_, sizeof(note_) - len_, fmt, ap);
+    if (w > 0) len_ += static_cast<uint32_t>(w);
+    if (len_ >= sizeof(note_)) len_ = sizeof(note_) - 1;
+  }
+  Hit hits_[kMax];
+  uint32_t n_ = 0;
+  char note_[512] = {0};
+  uint32_t len_ = 0;
+};
+
+// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3),
+// fed little-endian fields. The state digest (digest.h) is built from it.
+struct Fnv1a {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void u8(uint8_t b) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  void u16(uint16_t v) { for (int i = 0; i < 2; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
+  void u32(uint32_t v) { for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
+  void u64(uint64_t v) { for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
+};
+
+}  // namespace kconform::ffa

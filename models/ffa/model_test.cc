@@ -1,0 +1,399 @@
+// Unit tests of the FF-A model (proxy + SPMC behind models/model.h): for every
+// rule a scenario whose last op must be judged, and a wrong answer the oracle
+// must reject (tests as data); then behaviour tests: shares and reclaims,
+// fragments, RECLAIM2 sequences against one FFA_MEM_RECLAIM, host PAGE_SIZE
+// 16K, and that expect() leaves the model state alone.
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness/scenario/codec.h"
+#include "models/common/rules.h"
+#include "models/ffa/model.h"
+#include "oracles/oracle.h"
+
+namespace kconform::ffa {
+namespace {
+
+// --- Helpers ---------------------------------------------------------------------
+
+// A ranges byte string: (address u64, pages u32) records.
+std::string R(std::initializer_list<std::pair<uint64_t, uint32_t>> rs) {
+  static const char d[] = "0123456789abcdef";
+  std::string out = "hex:";
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i, v >>= 8) {
+      out += d[(v >> 4) & 15];
+      out += d[v & 15];
+    }
+  };
+  for (auto& [a, p] : rs) put(a, 8), put(p, 4);
+  return out;
+}
+std::string R1(uint64_t a, uint32_t p) { return R({{a, p}}); }
+
+ProxyProfile profile(uint64_t page, bool r2) {
+  ProxyProfile p;
+  p.page_size = page;
+  p.reclaim2 = r2;
+  return p;
+}
+
+enum Pre { kFull, kNoMap, kNothing };
+
+std::string scenario(const ProxyProfile& p, Pre pre, const std::string& body) {
+  std::string s = "kconform-scenario 1\nabi ffa\nname t\n";
+  if (pre != kNothing) s += "version\n";
+  if (pre == kFull) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "rxtx_map tx=0x80000000 rx=%#llx pages=%llu\n",
+             static_cast<unsigned long long>(0x80000000 + p.page_size),
+             static_cast<unsigned long long>(p.mbox_bytes() / 4096));
+    s += buf;
+  }
+  return s + body;
+}
+
+Outcome pick(const Allowed& a) {
+  Outcome o = Outcome::ok(a.lo);
+  o.kind = a.kind;
+  for (int i = 0; i < 8; ++i)
+    if (a.regs_mask >> i & 1) o.regs[i] = a.regs[i];
+  o.state = a.state;
+  if (a.check_aux) o.aux = a.aux;
+  return o;
+}
+
+// Runs a scenario's ops, each with its first allowed outcome, up to `upto`.
+struct Play {
+  Scenario s;
+  std::unique_ptr<Model> m;
+  uint64_t last_state = 0;
+  std::string error;
+
+  Play(const ProxyProfile& p, const std::string& text) {
+    std::vector<Scenario> v;
+    if (!parse_text(text, "<test>", &v, &error) || v.size() != 1) return;
+    s = v[0];
+    m = make_model(p);
+    m->begin(s);
+  }
+  bool ok() const { return m != nullptr; }
+  // Plays ops [0, n); returns false if one allows nothing.
+  bool play(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      Expectation e;
+      m->expect(s, i, e);
+      if (e.allowed.empty()) {
+        error = "op " + std::to_string(i) + " allows nothing: " + e.note;
+        return false;
+      }
+      const Outcome o = pick(e.allowed[0]);
+      last_state = o.state;
+      m->commit(s, i, o);
+    }
+    return true;
+  }
+  Expectation expect_last() {
+    Expectation e;
+    m->expect(s, s.ops.size() - 1, e);
+    return e;
+  }
+  uint64_t final_state() {
+    play(s.ops.size());
+    return last_state;
+  }
+};
+
+bool hit(const Expectation& e, RuleId r) {
+  for (const RuleHit& h : e.hits)
+    if (h.rule == r) return true;
+  for (const Allowed& a : e.allowed)
+    if (a.rule == r) return true;
+  return false;
+}
+
+// --- Every rule: a scenario and a wrong answer the oracle rejects ------------------
+
+enum Wrong {
+  kSucceed,    // FFA_SUCCESS and no state change
+  kFail,       // FFA_ERROR(INVALID_PARAMETERS) and no state change
+  kState,      // the first allowed outcome with another state
+  kW2Plus,     // the first allowed outcome with w2 + 1
+  kX0,         // the first allowed outcome with x0 = 0x12345
+  kValuePlus,  // the first allowed outcome with value + 1
+};
+
+struct RuleCase {
+  const char* rule;
+  int prof;  // 0: 4K, 1: 16K, 2: 4K + RECLAIM2, 3: 16K + RECLAIM2
+  Pre pre;
+  std::string body;
+  Wrong wrong;
+};
+
+ProxyProfile prof_of(int k) { return profile(k & 1 ? 16384 : 4096, k >= 2); }
+
+const std::string kD = "0x80010000";
+std::string share(uint64_t a = 0x80010000, uint32_t pages = 1, const std::string& extra = "") {
+  return "tx_mem_desc " + extra + (extra.empty() ? "" : " ") + "ranges=" + R1(a, pages) + "\nmem_share\n";
+}
+std::string desc(const std::string& extra, uint64_t a = 0x80010000, uint32_t pages = 1) {
+  return "tx_mem_desc " + extra + (extra.empty() ? "" : " ") + "ranges=" + R1(a, pages) + "\n";
+}
+const std::string kR2Pre = share(0x80010000, 4) + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) + "\n";
+std::string r2(const std::string& args) { return kR2Pre + "mem_reclaim2 handle=0 " + args + "\n"; }
+
+std::string handle_table_full() {
+  std::string b;
+  for (int i = 0; i <= 16; ++i) b += share(0x80010000 + i * 0x1000ull);
+  return b;
+}
+
+std::vector<RuleCase> rule_cases() {
+  return {
+      {"FFA.HARNESS.SLOTS", 0, kFull, share(0x80010000, 1, "sender=1") + "mem_reclaim handle=0", kSucceed},
+      {"FFA.HARNESS.TX_WRITE", 0, kFull, "tx_write offset=0 data=hex:0102", kValuePlus},
+      {"FFA.HARNESS.EL3_KNOB", 0, kFull, "el3_misbehave kind=ERROR value=1", kState},
+      {"FFA.HARNESS.SP_OP", 0, kFull, share() + "sp_retrieve handle=0", kValuePlus},
+      {"FFA.DESC.HEADER", 0, kFull, desc("") + "mem_share total_len=16 frag_len=16", kSucceed},
+      {"FFA.DESC.EP_COUNT", 0, kFull, desc("ep_count=0") + "mem_share", kSucceed},
+      {"FFA.DESC.EP_MEM_SIZE", 0, kFull, desc("ep_mem_size=16") + "mem_share", kSucceed},
+      {"FFA.DESC.EP_MEM_OFFSET", 0, kFull, desc("") + "tx_write offset=32 data=hex:10000000\nmem_share", kSucceed},
+      {"FFA.DESC.RESERVED_MBZ", 0, kFull, desc("") + "tx_write offset=40 data=hex:01\nmem_share", kSucceed},
+      {"FFA.DESC.HANDLE_MBZ", 0, kFull, desc("") + "tx_write offset=8 data=hex:01\nmem_share", kSucceed},
+      {"FFA.DESC.COMPOSITE_OFFSET", 0, kFull, desc("") + "tx_write offset=52 data=hex:44000000\nmem_share", kSucceed},
+      {"FFA.DESC.RANGE_COUNT", 0, kFull, desc("range_count=0") + "mem_share", kSucceed},
+      {"FFA.DESC.LENGTH", 0, kFull, desc("") + "mem_share total_len=128 frag_len=128", kSucceed},
+      {"FFA.DESC.TOTAL_PAGES", 0, kFull, desc("total_pages=5") + "mem_share", kSucceed},
+      {"FFA.DESC.PAGE_COUNT", 0, kFull, desc("", 0x80010000, 0) + "mem_share", kSucceed},
+      {"FFA.DESC.ADDR_ALIGN", 0, kFull, desc("", 0x80010800, 1) + "mem_share", kSucceed},
+      {"FFA.DESC.ADDR_OVERFLOW", 0, kFull, desc("", 0xfffffffffffff000ull, 2) + "mem_share", kSucceed},
+      {"FFA.DESC.OVERLAP", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80010000, 1}}) + "\nmem_share", kSucceed},
+      {"FFA.DESC.CONSTITUENT_MBZ", 0, kFull, desc("") + "tx_write offset=108 data=hex:01\nmem_share", kSucceed},
+      {"FFA.DESC.SENDER", 0, kFull, desc("sender=1") + "mem_share", kSucceed},
+      {"FFA.DESC.RECEIVER", 0, kFull, desc("receiver=0x8003") + "mem_share", kSucceed},
+      {"FFA.DESC.PERMS", 0, kFull, desc("perms=RW|X") + "mem_share", kSucceed},
+      {"FFA.DESC.ATTRS", 0, kFull, desc("attrs=DEVICE") + "mem_share", kSucceed},
+      {"FFA.DESC.FLAGS", 0, kFull, desc("flags=ZERO") + "mem_share", kSucceed},
+      {"FFA.DESC.EMAD_FLAGS", 0, kFull, desc("") + "tx_write offset=51 data=hex:02\nmem_share", kSucceed},
+      {"FFA.DESC.LAYOUT", 0, kFull, desc("layout=V1_0") + "mem_share", kSucceed},
+      {"FFA.MBOX.MAP_ARGS", 0, kNoMap, "rxtx_map tx=0x80000000 rx=0x80001000 pages=0", kSucceed},
+      {"FFA.MBOX.MAP_TWICE", 0, kFull, "rxtx_map tx=0x80002000 rx=0x80003000 pages=1", kSucceed},
+      {"FFA.MBOX.MAP_SIZE", 0, kNoMap, "rxtx_map tx=0x80000000 rx=0x80002000 pages=2", kSucceed},
+      {"FFA.MBOX.MAP_OWNED", 0, kNoMap, "rxtx_map tx=0x80040000 rx=0x80001000 pages=1", kSucceed},
+      {"FFA.MBOX.MAP_OK", 0, kNoMap, "rxtx_map tx=0x80000000 rx=0x80001000 pages=1", kFail},
+      {"FFA.MBOX.UNMAP", 0, kNoMap, "rxtx_unmap", kSucceed},
+      {"FFA.MBOX.RX_RELEASE", 0, kFull, "rx_release", kSucceed},
+      {"FFA.MBOX.TX_REQUIRED", 0, kNoMap, desc("") + "mem_share total_len=112 frag_len=112", kSucceed},
+      {"FFA.MBOX.RX_BUSY", 0, kFull, "partition_info_get\npartition_info_get", kSucceed},
+      {"FFA.VERSION.BIT31", 0, kNothing, "raw fid=VERSION x1=0x80000000", kX0},
+      {"FFA.VERSION.NEGOTIATE", 0, kNothing, "version version=V1_1", kX0},
+      {"FFA.VERSION.DOWNGRADE", 0, kFull, "version version=V1_1", kX0},
+      {"FFA.FEATURES.CONSISTENT", 0, kFull, "features id=MEM_DONATE_64", kSucceed},
+      {"FFA.ID_GET.HOST", 0, kFull, "id_get", kW2Plus},
+      {"FFA.PARTITION_INFO.COUNT", 0, kFull, "partition_info_get flags=1", kW2Plus},
+      {"FFA.SMC32.UPPER", 0, kNoMap, "raw fid=RXTX_MAP_32 x1=0x180000000 x2=0x80001000 x3=1", kFail},
+      {"FFA.PROXY.UNSUPPORTED", 0, kFull, desc("attrs=UNSPECIFIED") + "mem_donate", kSucceed},
+      {"FFA.PROXY.FORWARD_OTHER", 0, kFull, "raw fid=DIRECT_REQ_32 x1=0x8001", kState},
+      {"FFA.PROXY.NON_FFA", 0, kFull, "raw fid=0x84000000", kState},
+      {"FFA.PROXY.NO_CHANGE_ON_ERROR", 0, kFull, share(0x80010000, 1, "sender=1"), kState},
+      {"FFA.PROXY.HOST_MEMORY", 0, kFull, share(0x80040000), kSucceed},
+      {"FFA.PROXY.GRANULE", 1, kFull, share(0x80010000, 1), kSucceed},
+      {"FFA.PROXY.SHARE_OK", 0, kFull, share(0x80010000, 2), kState},
+      {"FFA.PROXY.LEND_AS_SHARE", 0, kFull, desc("attrs=UNSPECIFIED") + "mem_lend", kState},
+      {"FFA.PROXY.ROLLBACK", 0, kFull, "el3_misbehave kind=ERROR value=0xfffffffd\n" + share(), kState},
+      {"FFA.PROXY.MEM_ARGS", 0, kFull, desc("") + "mem_share addr=0x80000000", kSucceed},
+      {"FFA.PROXY.FRAGMENT", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112", kW2Plus},
+      {"FFA.PROXY.FRAG_STATE", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112", kState},
+      {"FFA.PROXY.RECLAIM_OK", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.PROXY.RECLAIM_ERR", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
+      {"FFA.PROXY.RECLAIM_AFTER_PARTIAL", 2, kFull, kR2Pre + "tx_constituents offset=0 ranges=" + R1(0x80010000, 1) + "\nmem_reclaim2 handle=0 count=1 total_pages=1\nmem_reclaim handle=0", kState},
+      {"FFA.PROXY.EL3_FAULT", 0, kFull, share() + "el3_misbehave kind=BOGUS_DESC value=0x80040000\nmem_reclaim handle=0", kSucceed},
+      {"FFA.PROXY.ERROR_ENCODING", 0, kNoMap, "rxtx_unmap", kX0},
+      {"FFA.SPMC.HANDLE_ALLOC", 0, kFull, handle_table_full(), kSucceed},
+      {"FFA.SPMC.IN_USE", 0, kFull, share() + share(), kSucceed},
+      {"FFA.SPMC.BUSY", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112\n" + share(0x80030000), kSucceed},
+      {"FFA.SPMC.RETRIEVE_HYP", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.SPMC.RECLAIM_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
+      {"FFA.SPMC.RECLAIM_HANDLE", 0, kFull, share() + "mem_reclaim handle=0 handle_xor=1", kSucceed},
+      {"FFA.SPMC.RECLAIM_FLAGS", 0, kFull, share() + "mem_reclaim handle=0 flags=ZERO", kSucceed},
+      {"FFA.SPMC.NS_MEMORY", 0, kFull, share(0x10000000), kSucceed},
+      {"FFA.SPMC.DESC_TOO_BIG", 0, kFull, desc("") + "mem_share total_len=9000 frag_len=112", kSucceed},
+      {"FFA.R2.NOT_IMPLEMENTED", 0, kFull, r2("count=1 total_pages=4"), kSucceed},
+      {"FFA.R2.FLAGS", 2, kFull, r2("flags=0x4 count=1 total_pages=4"), kSucceed},
+      {"FFA.R2.OFFSET_ALIGN", 2, kFull, r2("offset=8 count=1 total_pages=4"), kSucceed},
+      {"FFA.R2.BOUNDS", 2, kFull, r2("offset=4080 count=2 total_pages=4"), kSucceed},
+      {"FFA.R2.COUNT", 2, kFull, r2("count=0 total_pages=0"), kSucceed},
+      {"FFA.R2.TOTAL", 2, kFull, r2("count=1 total_pages=3"), kSucceed},
+      {"FFA.R2.PAGE_INDEX", 2, kFull, r2("count=1 page_index=4 total_pages=4"), kSucceed},
+      {"FFA.R2.DESC_VALID", 2, kFull, kR2Pre + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) + " reserved=1\nmem_reclaim2 handle=0 count=1 total_pages=4", kSucceed},
+      {"FFA.R2.NOT_IN_TX", 2, kFull, kR2Pre + "tx_constituents offset=0 ranges=" + R1(0x80020000, 4) + "\nmem_reclaim2 handle=0 count=1 total_pages=4", kSucceed},
+      {"FFA.R2.OVERLAP", 2, kFull, kR2Pre + "tx_constituents offset=0 ranges=" + R({{0x80010000, 2}, {0x80010000, 2}}) + "\nmem_reclaim2 handle=0 count=2 total_pages=4", kSucceed},
+      {"FFA.R2.RECLAIMED", 2, kFull, kR2Pre + "tx_constituents offset=0 ranges=" + R1(0x80010000, 2) + "\nmem_reclaim2 handle=0 count=1 total_pages=2\nmem_reclaim2 handle=0 count=1 total_pages=2", kSucceed},
+      {"FFA.R2.HANDLE", 2, kFull, r2("count=1 total_pages=4 handle_xor=1"), kSucceed},
+      {"FFA.R2.RETRIEVED", 2, kFull, kR2Pre + "sp_retrieve handle=0\nmem_reclaim2 handle=0 count=1 total_pages=4", kSucceed},
+      {"FFA.R2.COUNT_BOUND", 2, kFull, r2("count=1 total_pages=4"), kW2Plus},
+      {"FFA.R2.UNSHARE", 2, kFull, r2("count=1 total_pages=4"), kState},
+      {"FFA.R2.HOST_GRANULE", 3, kFull, share(0x80010000, 4) + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) + "\nmem_reclaim2 handle=0 count=1 page_index=1 total_pages=4", kSucceed},
+      {"FFA.R2.EQUIVALENCE", 2, kFull, r2("count=1 total_pages=4"), kState},
+  };
+}
+
+TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
+  std::set<std::string> covered;
+  for (const RuleCase& c : rule_cases()) {
+    SCOPED_TRACE(c.rule);
+    const auto rule = rule_by_id(c.rule);
+    ASSERT_TRUE(rule.has_value());
+    const ProxyProfile p = prof_of(c.prof);
+    Play run(p, scenario(p, c.pre, c.body));
+    ASSERT_TRUE(run.ok()) << run.error;
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation e = run.expect_last();
+    ASSERT_FALSE(e.allowed.empty()) << e.note;
+    EXPECT_TRUE(hit(e, *rule)) << "rule not evaluated; note: " << e.note;
+    Outcome wrong = pick(e.allowed[0]);
+    switch (c.wrong) {
+      case kSucceed:
+        wrong = Outcome::ok(0);
+        wrong.regs[0] = kFnSuccess32;
+        wrong.state = run.last_state;
+        break;
+      case kFail:
+        wrong = Outcome::ok(0);
+        wrong.regs[0] = kFnError;
+        wrong.regs[2] = static_cast<uint32_t>(kInvalidParameters);
+        wrong.state = run.last_state;
+        break;
+      case kState: wrong.state ^= 1; break;
+      case kW2Plus: wrong.regs[2] += 1; break;
+      case kX0: wrong.regs[0] = 0x12345; break;
+      case kValuePlus: wrong.value += 1; break;
+    }
+    for (const Allowed& a : e.allowed) EXPECT_FALSE(a.admits(wrong)) << to_string(a);
+    EXPECT_EQ(judge(e, wrong).kind, VerdictKind::kViolation);
+    covered.insert(c.rule);
+  }
+  for (const RuleInfo& r : all_rules())
+    if (std::string(r.abi) == "ffa") EXPECT_TRUE(covered.count(r.id)) << "no case for " << r.id;
+}
+
+// --- Behaviour ---------------------------------------------------------------------
+
+TEST(FfaModel, ExpectLeavesTheStateAlone) {
+  const ProxyProfile p = profile(4096, true);
+  Play run(p, scenario(p, kFull, r2("count=1 total_pages=4")));
+  ASSERT_TRUE(run.ok()) << run.error;
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1));
+  const Expectation a = run.expect_last(), b = run.expect_last();
+  ASSERT_EQ(a.allowed.size(), b.allowed.size());
+  for (size_t i = 0; i < a.allowed.size(); ++i) EXPECT_EQ(to_string(a.allowed[i]), to_string(b.allowed[i]));
+}
+
+TEST(FfaModel, ShareMarksPagesAndReclaimRestoresThem) {
+  const ProxyProfile p = profile(4096, false);
+  const uint64_t base = Play(p, scenario(p, kFull, "id_get")).final_state();
+  const uint64_t shared = Play(p, scenario(p, kFull, share(0x80010000, 3))).final_state();
+  const uint64_t back = Play(p, scenario(p, kFull, share(0x80010000, 3) + "mem_reclaim handle=0")).final_state();
+  EXPECT_NE(base, shared);
+  EXPECT_EQ(base, back);
+}
+
+TEST(FfaModel, FragmentedShareEndsLikeOneShare) {
+  const ProxyProfile p = profile(4096, false);
+  const std::string rs = R({{0x80010000, 1}, {0x80020000, 2}});
+  const uint64_t whole = Play(p, scenario(p, kFull, "tx_mem_desc ranges=" + rs + "\nmem_share\n")).final_state();
+  const uint64_t frag = Play(p, scenario(p, kFull, "tx_mem_desc ranges=" + rs + "\nmem_share frag_len=112\n" +
+                                                      "tx_constituents offset=0 ranges=" + R1(0x80020000, 2) +
+                                                      "\nmem_frag_tx handle=0 frag_len=16\n"))
+                            .final_state();
+  EXPECT_EQ(whole, frag);
+}
+
+TEST(FfaModel, Reclaim2SequencesEqualOneReclaim) {
+  for (uint64_t page : {4096ull, 16384ull}) {
+    SCOPED_TRACE(page);
+    const ProxyProfile p = profile(page, true);
+    const std::string sh = share(0x80010000, 8);
+    const uint64_t one = Play(p, scenario(p, kFull, sh + "mem_reclaim handle=0")).final_state();
+    // Two halves, each a host-page multiple for both page sizes.
+    const std::string halves = sh + "tx_constituents offset=0 ranges=" + R({{0x80010000, 4}, {0x80014000, 4}}) +
+                               "\nmem_reclaim2 handle=0 count=1 total_pages=4\n" +
+                               "mem_reclaim2 handle=0 offset=16 count=1 total_pages=4\n";
+    EXPECT_EQ(Play(p, scenario(p, kFull, halves)).final_state(), one);
+    // One call for all.
+    const std::string all = sh + "tx_constituents offset=0 ranges=" + R1(0x80010000, 8) +
+                            "\nmem_reclaim2 handle=0 count=1 total_pages=8\n";
+    EXPECT_EQ(Play(p, scenario(p, kFull, all)).final_state(), one);
+    // RECLAIM after a partial RECLAIM2: the rest.
+    const std::string mixed = sh + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) +
+                              "\nmem_reclaim2 handle=0 count=1 total_pages=4\nmem_reclaim handle=0\n";
+    EXPECT_EQ(Play(p, scenario(p, kFull, mixed)).final_state(), one);
+  }
+}
+
+TEST(FfaModel, Reclaim2ShortCountInsideA16kPageKeepsItShared) {
+  const ProxyProfile p = profile(16384, true);
+  const std::string sh = share(0x80010000, 4) + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) + "\n";
+  const uint64_t shared = Play(p, scenario(p, kFull, sh)).final_state();
+  const uint64_t one = Play(p, scenario(p, kFull, sh + "mem_reclaim handle=0")).final_state();
+  // EL3 stops after 2 of the 4 4K pages: the 16K page must stay shared.
+  Play run(p, scenario(p, kFull, sh + "el3_misbehave kind=SHORT_COUNT value=2\nmem_reclaim2 handle=0 count=1 total_pages=4\n" +
+                                    "mem_reclaim2 handle=0 count=1 page_index=2 total_pages=4\n"));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  EXPECT_NE(run.last_state, shared);  // the SPMC's bitmap changed
+  const Expectation mid = run.expect_last();
+  // Resuming mid-page: refused (no change), or relayed; some relayed outcome
+  // leaves the region fully reclaimed with the page host-owned.
+  bool refused = false, complete = false;
+  for (const Allowed& a : mid.allowed) {
+    refused |= a.state == run.last_state && a.regs[0] == kFnError;
+    complete |= a.state == one;
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(complete);
+}
+
+TEST(FfaModel, StockHandlerRejectsReclaim2WithoutChange) {
+  const ProxyProfile p = profile(4096, false);
+  Play run(p, scenario(p, kFull, r2("count=1 total_pages=4")));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1));
+  const Expectation e = run.expect_last();
+  for (const Allowed& a : e.allowed) {
+    EXPECT_EQ(a.regs[0], kFnError);
+    EXPECT_EQ(static_cast<int32_t>(a.regs[2]), kNotSupported);
+    EXPECT_EQ(a.state, run.last_state);
+  }
+}
+
+TEST(FfaModel, El3ErrorOnReclaimLeavesPagesShared) {
+  const ProxyProfile p = profile(4096, false);
+  const uint64_t shared = Play(p, scenario(p, kFull, share(0x80010000, 2))).final_state();
+  Play run(p, scenario(p, kFull, share(0x80010000, 2) + "el3_misbehave kind=FRAG_LEN value=0x100000\nmem_reclaim handle=0"));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1));
+  for (const Allowed& a : run.expect_last().allowed) {
+    EXPECT_EQ(a.regs[0], kFnError);
+    EXPECT_EQ(a.state, shared);
+  }
+}
+
+TEST(FfaModel, ScenarioTextRoundTrips) {
+  const ProxyProfile p = profile(4096, true);
+  std::vector<Scenario> v;
+  std::string err;
+  ASSERT_TRUE(parse_text(scenario(p, kFull, r2("count=1 total_pages=4")), "<t>", &v, &err)) << err;
+  const std::string text = format_text(v[0]);
+  std::vector<Scenario> w;
+  ASSERT_TRUE(parse_text(text, "<t>", &w, &err)) << err;
+  EXPECT_EQ(v[0], w[0]);
+  Scenario d;
+  ASSERT_TRUE(decode_binary(encode_binary(v[0]), &d, &err)) << err;
+  EXPECT_EQ(d, v[0]);
+}
+
+}  // namespace
+}  // namespace kconform::ffa
