@@ -44,7 +44,18 @@ def _add_run(sub) -> None:
     p.add_argument("scenarios", nargs="*",
                    help="scenario files or folders (default: corpora/gmem)")
     p.add_argument("--target", action="append", metavar="NAME",
-                   help="run only this target (repeatable; known: host)")
+                   help="run only this target (repeatable; known: host = the running kernel's "
+                        "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine)")
+    p.add_argument("--tree", metavar="SPEC|PATH",
+                   help="el2: the kernel tree whose ffa.c is tested: debian:7.3 (default), debian:7.2, "
+                        "debian:6.12, or a local tree (yours, with your patches)")
+    p.add_argument("--page-size", action="append", metavar="SIZE",
+                   help="el2: host PAGE_SIZE of the build, 4K, 16K or 64K (repeatable; default 4K and 16K)")
+    p.add_argument("--apply", metavar="PATCH",
+                   help="el2: apply this patch to a copy of the tree first (e.g. the suite's RECLAIM2 "
+                        "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch)")
+    p.add_argument("--asan", action="store_true",
+                   help="el2: build the handler with ASan+UBSan (a memory error in kernel code is a finding)")
     p.add_argument("--format", choices=("table", "json", "ktap", "junit"), default="table",
                    help="what to print: a per-rule table (default) or a machine-readable report")
     p.add_argument("--output", metavar="FILE", help="write the --format report to FILE instead of stdout")

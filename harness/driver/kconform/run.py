@@ -3,6 +3,7 @@ with the baseline applied and a report written."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import re
@@ -16,15 +17,14 @@ from kconform.engine import Engine
 from kconform.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
 from kconform.paths import CORPORA, DEFAULT_BASELINE, REPO, reports_dir, runner_binary
 
-# Every target kconform knows, in the order `run` tries them.
-TARGETS = ("host",)
+# Every target kconform knows, in the order `run` tries them, and the ABI each runs.
+TARGETS = {"host": "gmem", "el2": "ffa"}
+DEFAULT_CORPUS = {"gmem": CORPORA / "gmem", "ffa": CORPORA / "ffa"}
 SCENARIO_SUFFIXES = (".kcs", ".kcsb")
+ABI_CODES = {1: "gmem", 2: "ffa"}
 
 
-def scenario_files(paths: list[str]) -> list[str]:
-    """Expands folders into their scenario files (sorted); default: the gmem corpus."""
-    if not paths:
-        paths = [str(CORPORA / "gmem")]
+def _expand(paths: list[str]) -> list[str]:
     out: list[str] = []
     for p in paths:
         path = Path(p)
@@ -38,6 +38,26 @@ def scenario_files(paths: list[str]) -> list[str]:
         else:
             raise ToolError(f"{p}: no such scenario file or folder")
     return out
+
+
+def scenario_abi(path: str) -> str:
+    """The ABI of a scenario file: byte 5 of a binary one, the first 'abi' line of a text one."""
+    data = Path(path).read_bytes()
+    if data[:4] == b"KCSN":
+        return ABI_CODES.get(data[5] if len(data) > 5 else 0, "?")
+    for line in data.decode(errors="replace").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] == "abi":
+            return words[1]
+    return "?"
+
+
+def scenario_files(paths: list[str], abi: str) -> list[str]:
+    """The files of one ABI among those given (folders expanded); default: its corpus."""
+    if not paths:
+        corpus = DEFAULT_CORPUS[abi]
+        return _expand([str(corpus)]) if corpus.exists() else []
+    return [f for f in _expand(paths) if scenario_abi(f) == abi]
 
 
 def new_report_dir(root: Path) -> Path:
@@ -74,44 +94,93 @@ def save_findings(engine: Engine, runs, out_dir: Path) -> dict:
     return saved
 
 
+@dataclasses.dataclass
+class Plan:
+    """One target run: which engine binary, which --target, which files."""
+    label: str      # names the run in reports: "host", "el2-debian-7.3.4-16k"
+    engine: Engine
+    target: str     # kconform-runner --target value
+    files: list[str]
+
+
+def _plan_host(args, log) -> list[Plan]:
+    files = scenario_files(args.scenarios, "gmem")
+    return [Plan("host", Engine(runner_binary("default")), "host", files)] if files else []
+
+
+def _plan_el2(args, log) -> list[Plan]:
+    from kconform import el2
+    files = scenario_files(args.scenarios, "ffa")
+    if not files:
+        return []
+    sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
+    tree, tree_id = el2.resolve_tree(args.tree or el2.DEFAULT_TREE, args.apply, log)
+    binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log)
+    return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files) for p in sizes]
+
+
+PLANNERS = {"host": _plan_host, "el2": _plan_el2}
+
+
 def cmd_run(args, console: Console) -> int:
     log = lambda msg: console.print(msg, highlight=False, markup=False)  # noqa: E731
-    build.build("default", log=log)
-    engine = Engine(runner_binary("default"))
-    rules = engine.rules()
-    known_rules = {r["id"] for r in rules}
-    entries = baseline.load(Path(args.baseline), known_rules)
     wanted = args.target or list(TARGETS)
     for t in wanted:
         if t not in TARGETS:
             raise ToolError(f"flag --target: unknown target '{t}' (known: {', '.join(TARGETS)})")
-    files = scenario_files(args.scenarios)
-    engine.check(files)
-    runnable, skipped = [], []
+    if args.page_size:
+        for p in args.page_size:
+            from kconform import el2
+            el2.parse_page_size(p)
+    build.build("default", log=log)
+    main_engine = Engine(runner_binary("default"))
+    rules = main_engine.rules()
+    entries = baseline.load(Path(args.baseline), {r["id"] for r in rules})
+    if args.scenarios:
+        given = _expand(args.scenarios)
+        main_engine.check(given)
+        if not any(scenario_abi(f) in (TARGETS[t] for t in wanted) for f in given):
+            raise ToolError("none of the given scenarios is for the targets asked for "
+                            f"({', '.join(wanted)})")
+
+    plans: list[Plan] = []
+    skipped: list[tuple[str, str]] = []
+    explicit = bool(args.target)
     for t in wanted:
-        ident, why = engine.probe(t)
-        (runnable if ident else skipped).append(t if ident else (t, why))
+        try:
+            new_plans = PLANNERS[t](args, log)
+        except ToolError as e:
+            if explicit:
+                raise
+            skipped.append((t, str(e).splitlines()[0]))
+            continue
+        for plan in new_plans:
+            ident, why = plan.engine.probe(plan.target)
+            if ident:
+                plans.append(plan)
+            else:
+                skipped.append((plan.label, why))
     for t, why in skipped:
         log(f"kconform: target {t} skipped: {why}")
-    if not runnable:
+    if not plans:
         raise ToolError("no target could run: " + "; ".join(f"{t}: {w}" for t, w in skipped))
 
     out_dir = new_report_dir(Path(args.report_dir) if args.report_dir else reports_dir())
     runs = []
-    for t in runnable:
-        raw = out_dir / f"verdicts-{t}.jsonl"
+    for plan in plans:
+        raw = out_dir / f"verdicts-{plan.label}.jsonl"
         if console.is_terminal and not args.quiet:
-            with Progress(TextColumn(f"[bold]{t}[/bold]"), BarColumn(), MofNCompleteColumn(),
+            with Progress(TextColumn(f"[bold]{plan.label}[/bold]"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("ops"), TimeElapsedColumn(), console=console, transient=True) as prog:
-                task = prog.add_task(t, total=None)
-                run = engine.run(t, files, raw, args.fault,
-                                 lambda done, total: prog.update(task, completed=done, total=total))
+                task = prog.add_task(plan.label, total=None)
+                run = plan.engine.run(plan.target, plan.files, raw, args.fault,
+                                      lambda done, total: prog.update(task, completed=done, total=total))
         else:
-            run = engine.run(t, files, raw, args.fault)
+            run = plan.engine.run(plan.target, plan.files, raw, args.fault)
         runs.append(run)
 
     stale = baseline.apply(entries, runs)
-    saved = save_findings(engine, runs, out_dir)
+    saved = save_findings(main_engine, runs, out_dir)
     new = [f for r in runs for f in r.findings if not f.baselined_by]
     code = EXIT_VIOLATIONS if new else EXIT_CLEAN
 
