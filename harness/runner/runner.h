@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/invariants.h"
 #include "harness/scenario/scenario.h"
 #include "models/model.h"
 #include "oracles/verdict_json.h"
@@ -28,7 +29,12 @@ struct RunStats {
 bool load_all(const std::vector<std::string>& paths, std::vector<LoadedScenario>* out,
               std::string* error);
 
+// Runs every scenario: model.expect, target.exec, judge, write, model.commit.
+// With invariants (the target's, or of the target a wrapper wraps), a broken
+// invariant makes the op a violation of the invariant's rule (invariants.h),
+// also on ops left unchecked after an earlier violation. Before each op the
+// op is recorded for the crash marker (crash_marker.h).
 RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& model, Target& target,
-                       VerdictWriter& writer);
+                       VerdictWriter& writer, const InvariantSource* invariants = nullptr);
 
 }  // namespace kconform

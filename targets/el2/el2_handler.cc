@@ -135,7 +135,7 @@ bool el2_init(const El2Config& config, std::string* err) {
   t.m.emplace(Mutable{PageTracker(config.phys_base, config.host_pages, hyp_pages, shift,
                                   config.ipa_bits),
                       DefaultEl3{}, {}});
-  t.el3 = nullptr;
+  t.el3 = config.el3;
   kc_el3_smc = El3Smc;
   kc_el3_ctx = nullptr;
   kc_el2_stage2 = kc_el2_stage2_ops{nullptr, ShareHyp, UnshareHyp, ShareFfa, UnshareFfa, Pin, Unpin};

@@ -18,11 +18,16 @@ namespace kconform::el2 {
 
 constexpr size_t kNumRegs = 18;  // x0-x17
 
+// An EL3 (SPMD + SPMC): x0-x17 of an SMC from EL2 in, x0-x17 out.
+using El3Fn = std::function<void(const uint64_t in[kNumRegs], uint64_t out[kNumRegs])>;
+
 struct El2Config {
   uint64_t phys_base = 0x80000000;  // where "physical memory" starts
   uint64_t host_pages = 64;         // host PAGE_SIZE pages the host owns
   uint32_t smccc_version = 0;       // 0: the tree's ARM_SMCCC_VERSION_1_2
   unsigned ipa_bits = 48;           // host stage-2 IPA size (pfn_range_is_valid)
+  El3Fn el3;                        // EL3 from the start, hyp_ffa_init() included;
+                                    // empty: the default EL3
 };
 
 struct BuildInfo {
@@ -69,7 +74,6 @@ struct Warning {
 const std::vector<Warning>& el2_warnings();
 
 // EL3 behind the conduit. Unset (nullptr function) restores the default EL3.
-using El3Fn = std::function<void(const uint64_t in[kNumRegs], uint64_t out[kNumRegs])>;
 void el2_set_el3(El3Fn fn);
 DefaultEl3& el2_default_el3();
 

@@ -22,6 +22,8 @@ constexpr KindName kKinds[] = {
     {FaultSpec::Kind::kSucceed, "succeed"},
     {FaultSpec::Kind::kFail, "fail"},
     {FaultSpec::Kind::kWrongCount, "wrong-count"},
+    {FaultSpec::Kind::kWrongReg, "wrong-reg"},
+    {FaultSpec::Kind::kWrongState, "wrong-state"},
 };
 
 std::string kind_list() {
@@ -64,6 +66,8 @@ bool eligible(FaultSpec::Kind kind, const Outcome& o) {
     case FaultSpec::Kind::kWrongContent:
     case FaultSpec::Kind::kFail:
     case FaultSpec::Kind::kWrongCount:
+    case FaultSpec::Kind::kWrongReg:
+    case FaultSpec::Kind::kWrongState:
       return o.kind == Outcome::Kind::kOk;
   }
   return false;
@@ -82,6 +86,12 @@ Outcome perturb(FaultSpec::Kind kind, Outcome o, int64_t page) {
       return Outcome::err(EIO);
     case FaultSpec::Kind::kWrongCount:
       o.value = o.value >= page ? o.value - page : o.value + page;
+      return o;
+    case FaultSpec::Kind::kWrongReg:
+      o.regs[2] ^= 1;
+      return o;
+    case FaultSpec::Kind::kWrongState:
+      o.state = ~o.state;
       return o;
   }
   return o;

@@ -10,6 +10,11 @@
 //         wrong-count    an ok result's value is off by one page (minus one
 //                        page, or plus one page when it is below a page; the
 //                        page is the inner identity's "page_size" cap if any)
+//         wrong-reg      (FF-A) an ok result's x2 has bit 0 flipped: the
+//                        status code of an FFA_ERROR, w2 of FFA_SUCCESS (the
+//                        handle's low half, a RECLAIM2 count, ...)
+//         wrong-state    (FF-A) an ok result's state digest is flipped, as if
+//                        a host stage-2 page or an SPMC transaction differed
 //   OP    an op name of a known ABI table (e.g. write, load, create_gmem)
 //   NTH   which eligible result of OP in each scenario to perturb: 1 (the
 //         default) is the first, 2 the second, ...; "all" perturbs every one.
@@ -28,7 +33,7 @@
 namespace kconform {
 
 struct FaultSpec {
-  enum class Kind { kWrongErrno, kWrongContent, kSucceed, kFail, kWrongCount };
+  enum class Kind { kWrongErrno, kWrongContent, kSucceed, kFail, kWrongCount, kWrongReg, kWrongState };
   Kind kind = Kind::kWrongErrno;
   std::string op;    // op name
   uint64_t nth = 1;  // 0: every eligible result

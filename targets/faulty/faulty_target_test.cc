@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/gmem_abi.h"
 
 namespace kconform {
@@ -67,7 +68,8 @@ Wrapped wrap(std::string_view text, std::vector<Outcome> script) {
 
 TEST(FaultSpecParse, AcceptsEveryKind) {
   for (std::string_view text : {"wrong-errno:write", "wrong-content:load", "succeed:create_gmem",
-                                "fail:fallocate", "wrong-count:pwrite"}) {
+                                "fail:fallocate", "wrong-count:pwrite", "wrong-reg:mem_share",
+                                "wrong-state:mem_reclaim"}) {
     std::string error;
     std::optional<FaultSpec> f = parse_fault_spec(text, &error);
     ASSERT_TRUE(f.has_value()) << text << ": " << error;
@@ -205,6 +207,25 @@ TEST(FaultyTarget, OtherAbiIsUntouched) {
   Scenario s = scenario({kCreateVm});
   s.abi = Abi::kFfa;
   EXPECT_EQ(run(*w.target, s)[0], Outcome::ok(0));
+}
+
+TEST(FaultyTarget, WrongRegAndWrongStatePerturbFfaOutcomes) {
+  Outcome ok = Outcome::ok(0);
+  ok.regs = {0x84000061, 0, 0x1, 0x80000000, 0, 0, 0, 0};
+  ok.state = 0x1234;
+  Scenario s;
+  s.abi = Abi::kFfa;
+  s.ops = {Op{ffa::kOpMemShare, {}}, Op{ffa::kOpMemReclaim, {}}};
+  Wrapped reg = wrap("wrong-reg:mem_share", {ok, ok});
+  std::vector<Outcome> r = run(*reg.target, s);
+  EXPECT_EQ(r[0].regs[2], 0u);
+  EXPECT_EQ(r[0].state, 0x1234u);
+  EXPECT_EQ(r[1], ok);
+  Wrapped st = wrap("wrong-state:mem_reclaim", {ok, ok});
+  r = run(*st.target, s);
+  EXPECT_EQ(r[0], ok);
+  EXPECT_EQ(r[1].state, ~0x1234ull);
+  EXPECT_EQ(r[1].regs, ok.regs);
 }
 
 }  // namespace

@@ -45,7 +45,14 @@ def _add_run(sub) -> None:
                    help="scenario files or folders (default: corpora/gmem)")
     p.add_argument("--target", action="append", metavar="NAME",
                    help="run only this target (repeatable; known: host = the running kernel's "
-                        "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine)")
+                        "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine, "
+                        "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default)")
+    p.add_argument("--kernel", metavar="PATH",
+                   help="qemu: boot this bzImage (KVM built in) instead of Debian's 7.3 kernel "
+                        "(target qemu runs the gmem suite inside a kernel booted in QEMU; "
+                        "only with --target qemu)")
+    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
+                   help="qemu: accelerator (default tcg with emulated SVM; kvm where nested KVM works)")
     p.add_argument("--tree", metavar="SPEC|PATH",
                    help="el2: the kernel tree whose ffa.c is tested: debian:7.3 (default), debian:7.2, "
                         "debian:6.12, or a local tree (yours, with your patches)")
@@ -102,6 +109,47 @@ def build_parser() -> argparse.ArgumentParser:
     c = tsub.add_parser("check", help="check a local tree (your own, with your patches)")
     c.add_argument("path")
     tsub.add_parser("list", help="the trees in the cache")
+
+    p = sub.add_parser("gen", help="regenerate the Z3 edge cases (corpora/z3) from each ABI's conditions",
+                       description="Encode each ABI's validity conditions as Z3 constraints "
+                                   "(harness/gen) and write, per atomic condition, the cases that "
+                                   "break it alone and its boundary cases (just inside, just outside, "
+                                   "unsigned wrap-around) to corpora/z3/<abi>/*.kcs. Deterministic: "
+                                   "the same conditions give the same files.")
+    p.add_argument("--abi", choices=("gmem", "ffa", "all"), default="all")
+    p.add_argument("--out", metavar="DIR", help="where to write (default: corpora/z3)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if the files differ from what would be written")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("fuzz", help="coverage-guided, structure-aware fuzzing with libFuzzer or AFL++",
+                       description="Build the fuzz harness (harness/fuzz) for the engine, seed it with the "
+                                   "directed suite and the Z3 cases, and fuzz the target with the oracle as "
+                                   "the crash condition. Resumes from reports/fuzz/<target>/corpus, merges and "
+                                   "minimises it at the end, and stores every distinct finding with its "
+                                   "scenario under reports/fuzz/<target>/findings/ (never overwritten). "
+                                   "Findings the baseline knows for the target are recorded, not crashes. "
+                                   "Exit 1 if a new finding was stored.",
+                       epilog="examples:\n  ./kconform fuzz --engine libfuzzer --target host --time 8h --jobs 2\n"
+                              "  ./kconform fuzz --engine afl --target el2 --page-size 16K --time 1h",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engine", choices=("libfuzzer", "afl"), default="libfuzzer")
+    p.add_argument("--target", choices=("host", "el2"), default="host",
+                   help="host = the running kernel's guest_memfd; el2 = pKVM's ffa.c in process (debian:7.3)")
+    p.add_argument("--page-size", default="4K", metavar="SIZE", help="el2: host PAGE_SIZE of the build (4K, 16K)")
+    p.add_argument("--time", default="10m", metavar="DURATION", help="how long to fuzz: 30s, 10m, 8h (default 10m)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel fuzzing processes (default 1)")
+    p.add_argument("--max-len", type=int, default=8192, metavar="BYTES", help="largest input (default 8192)")
+    p.add_argument("--known", action="append", metavar="RULE",
+                   help="also treat this rule as baselined for this run (repeatable)")
+    p.add_argument("--baseline", metavar="FILE", help="known findings (default: ci/known-findings.json)")
+    p.add_argument("--out", metavar="DIR", help="instead of reports/fuzz: DIR/<target>/...")
+    p.add_argument("--no-merge", action="store_true", help="skip merging and minimising the corpus at the end")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+    p = sub.add_parser("bench", help="benchmarks: EL2 differential, host guest_memfd, Z3 generation (medians)")
+    p.add_argument("--repetitions", type=int, default=5, metavar="N", help="runs per benchmark (median; default 5)")
+    p.add_argument("--output", metavar="FILE", help="JSON file (default: reports/bench/<time>.json)")
 
     p = sub.add_parser("scenario", help="check or convert scenario files",
                        description="check: parse files and report the first malformed one; "
@@ -204,6 +252,15 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_build(args, console)
         if args.command == "scenario":
             return cmd_scenario(args, console)
+        if args.command == "bench":
+            from kconform.bench import cmd_bench
+            return cmd_bench(args, console)
+        if args.command == "fuzz":
+            from kconform.fuzz import cmd_fuzz
+            return cmd_fuzz(args, console)
+        if args.command == "gen":
+            from kconform.gen import cmd_gen
+            return cmd_gen(args, console)
         if args.command == "tree":
             return cmd_tree(args, console)
     except ToolError as e:

@@ -18,8 +18,12 @@ from kconform.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
 from kconform.paths import CORPORA, DEFAULT_BASELINE, REPO, reports_dir, runner_binary
 
 # Every target kconform knows, in the order `run` tries them, and the ABI each runs.
-TARGETS = {"host": "gmem", "el2": "ffa"}
-DEFAULT_CORPUS = {"gmem": CORPORA / "gmem", "ffa": CORPORA / "ffa"}
+TARGETS = {"host": "gmem", "el2": "ffa", "qemu": "gmem"}
+# Targets a run without --target leaves out (qemu downloads a kernel and boots it).
+OPT_IN_TARGETS = ("qemu",)
+# The directed suite of each ABI, then its Z3-generated edge cases (./kconform gen).
+DEFAULT_CORPUS = {"gmem": [CORPORA / "gmem", CORPORA / "z3" / "gmem"],
+                  "ffa": [CORPORA / "ffa", CORPORA / "z3" / "ffa"]}
 SCENARIO_SUFFIXES = (".kcs", ".kcsb")
 ABI_CODES = {1: "gmem", 2: "ffa"}
 
@@ -55,8 +59,7 @@ def scenario_abi(path: str) -> str:
 def scenario_files(paths: list[str], abi: str) -> list[str]:
     """The files of one ABI among those given (folders expanded); default: its corpus."""
     if not paths:
-        corpus = DEFAULT_CORPUS[abi]
-        return _expand([str(corpus)]) if corpus.exists() else []
+        return _expand([str(c) for c in DEFAULT_CORPUS[abi] if c.exists()])
     return [f for f in _expand(paths) if scenario_abi(f) == abi]
 
 
@@ -119,12 +122,20 @@ def _plan_el2(args, log) -> list[Plan]:
     return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files) for p in sizes]
 
 
-PLANNERS = {"host": _plan_host, "el2": _plan_el2}
+def _plan_qemu(args, log) -> list[Plan]:
+    # The guest probes its own /dev/kvm after booting (qemu.run_target).
+    if args.fault:
+        raise ToolError("flag --fault: works with target host only (not qemu)")
+    files = scenario_files(args.scenarios, "gmem")
+    return [Plan("qemu", Engine(runner_binary("default")), "qemu", files)] if files else []
+
+
+PLANNERS = {"host": _plan_host, "el2": _plan_el2, "qemu": _plan_qemu}
 
 
 def cmd_run(args, console: Console) -> int:
     log = lambda msg: console.print(msg, highlight=False, markup=False)  # noqa: E731
-    wanted = args.target or list(TARGETS)
+    wanted = args.target or [t for t in TARGETS if t not in OPT_IN_TARGETS]
     for t in wanted:
         if t not in TARGETS:
             raise ToolError(f"flag --target: unknown target '{t}' (known: {', '.join(TARGETS)})")
@@ -155,6 +166,9 @@ def cmd_run(args, console: Console) -> int:
             skipped.append((t, str(e).splitlines()[0]))
             continue
         for plan in new_plans:
+            if plan.target == "qemu":
+                plans.append(plan)
+                continue
             ident, why = plan.engine.probe(plan.target)
             if ident:
                 plans.append(plan)
@@ -169,6 +183,11 @@ def cmd_run(args, console: Console) -> int:
     runs = []
     for plan in plans:
         raw = out_dir / f"verdicts-{plan.label}.jsonl"
+        if plan.target == "qemu":
+            from kconform import qemu
+            runs.append(qemu.run_target(plan.engine.binary, plan.files, raw, out_dir, args.kernel,
+                                        args.accel, log))
+            continue
         if console.is_terminal and not args.quiet:
             with Progress(TextColumn(f"[bold]{plan.label}[/bold]"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("ops"), TimeElapsedColumn(), console=console, transient=True) as prog:

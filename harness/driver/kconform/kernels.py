@@ -1,0 +1,302 @@
+"""Kernels to boot in QEMU: Debian's packaged kernels (downloaded into the cache) or a
+user's own bzImage.
+
+A Debian kernel is two packages of trixie-backports: `linux-binary-<abi>-amd64`
+(the vmlinuz) and `linux-modules-<abi>-amd64` (modules as .ko.xz). Both are
+downloaded through the private apt state of trees.py (the system's apt sources
+are never touched), checked against the signed index's SHA256, and unpacked into
+<cache>/kernels/debian-<abi>-amd64/: `vmlinuz`, `modules/<name>.ko.xz` (only the
+KVM modules and what they depend on) and a stamp (.kconform-kernel.json) naming
+the package versions, hashes and the module load order.
+
+    python3 -m kconform.kernels fetch debian:7.3 [--cache DIR]
+    python3 -m kconform.kernels check PATH        (a bzImage of your own)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import ToolError
+from .paths import cache_dir as default_cache_dir
+from .trees import (Progress, _PrivateApt, _sha256, _show_record, system_mirror)
+
+# "debian:X.Y" -> (Debian kernel ABI name, suites). Package names verified with
+# `apt-cache policy linux-binary-7.3.4+deb13-amd64 linux-modules-7.3.4+deb13-amd64`
+# through the private apt state (both 7.3.4-1~bpo13+1 in trixie-backports).
+DEBIAN_KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "7.3": ("7.3.4+deb13", ("trixie-backports",)),
+}
+ARCH = "amd64"
+# The modules that give a guest /dev/kvm on an (emulated) AMD CPU, plus their
+# dependencies (found with `modinfo -F depends`); loaded in dependency order.
+WANTED_MODULES = ("kvm-amd",)
+STAMP_NAME = ".kconform-kernel.json"
+STAMP_FORMAT = 1
+
+
+class KernelError(ToolError):
+    """A kernel could not be fetched or used; the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """A bootable kernel and the modules to load before the suite runs."""
+    image: Path                  # vmlinuz / bzImage
+    release: str                 # e.g. "7.3.4+deb13-amd64", or "" when unknown (user's bzImage)
+    modules: tuple[Path, ...]    # .ko or .ko.xz in load order; empty: KVM is built in
+    source: str                  # "debian:7.3" or the user's path
+    stamp: dict = dataclasses.field(default_factory=dict)
+
+    def key(self) -> str:
+        """What identifies this kernel's content (for the initramfs cache key)."""
+        return json.dumps({"image": _sha256(self.image),
+                           "modules": [_sha256(m) for m in self.modules]}, sort_keys=True)
+
+
+def parse_spec(spec: str) -> tuple[str, str, tuple[str, ...]]:
+    known = ", ".join(f"debian:{s}" for s in DEBIAN_KERNELS)
+    m = re.fullmatch(r"debian:(\d+\.\d+)", spec.strip())
+    if not m or m.group(1) not in DEBIAN_KERNELS:
+        raise KernelError(f"unknown kernel spec {spec!r}: expected one of {known}, "
+                          f"or give your own bzImage with --kernel PATH")
+    abi, suites = DEBIAN_KERNELS[m.group(1)]
+    return m.group(1), abi, suites
+
+
+def _read_stamp(d: Path) -> dict:
+    try:
+        return json.loads((d / STAMP_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _from_dir(d: Path, spec: str) -> Kernel | None:
+    st = _read_stamp(d)
+    if st.get("format") != STAMP_FORMAT or not (d / "vmlinuz").is_file():
+        return None
+    mods = tuple(d / "modules" / m for m in st.get("load_order", []))
+    if not all(m.is_file() for m in mods):
+        return None
+    return Kernel(image=d / "vmlinuz", release=st.get("release", ""), modules=mods,
+                  source=spec, stamp=st)
+
+
+def fetch(spec: str = "debian:7.3", cache_dir: str | os.PathLike | None = None,
+          progress: Progress = print, refresh: bool = False) -> Kernel:
+    """Downloads Debian's kernel `spec` (vmlinuz + KVM modules) into the cache; cached
+    kernels are returned without touching the network unless refresh is set."""
+    series, abi, suites = parse_spec(spec)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    final = cache / "kernels" / f"debian-{abi}-{ARCH}"
+    try:
+        if not refresh:
+            have = _from_dir(final, spec)
+            if have is not None:
+                progress(f"kernel {spec}: {final} (cached)")
+                return have
+        cache.mkdir(parents=True, exist_ok=True)
+        return _fetch(spec, abi, suites, cache, final, progress)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise KernelError(f"no space left in cache {cache} while fetching kernel {spec}: "
+                              f"free disk space or point KCONFORM_CACHE elsewhere") from e
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise KernelError(f"cannot write to cache {cache} ({e}): "
+                              f"choose a writable cache with KCONFORM_CACHE") from e
+        raise
+
+
+def _download(apt: _PrivateApt, package: str, suites, mirror, progress) -> tuple[Path, dict]:
+    r = apt.run("apt-cache", "show", "--no-all-versions", package)
+    rec = _show_record(r.stdout) if r.returncode == 0 else {}
+    if rec.get("Package") != package:
+        raise KernelError(f"package {package} not found in {' '.join(suites)} at {mirror}: Debian "
+                          f"may have moved to a newer ABI; update kernels.DEBIAN_KERNELS "
+                          f"(see `apt-cache search linux-binary-` in that suite)")
+    version, want = rec.get("Version", ""), rec.get("SHA256", "").lower()
+    if not version or not re.fullmatch(r"[0-9a-f]{64}", want):
+        raise KernelError(f"apt-cache show {package} gave no Version/SHA256")
+    for old in apt.download.glob(f"{package}_*.deb"):
+        if _sha256(old) == want:  # left by an interrupted fetch
+            return old, {"package": package, "version": version, "sha256": want}
+        old.unlink()
+    progress(f"kernel: downloading {package} {version} ({rec.get('Size', '?')} bytes)")
+    r = apt.run("apt-get", "-q", "download", f"{package}={version}", cwd=apt.download)
+    debs = sorted(apt.download.glob(f"{package}_*.deb"))
+    if r.returncode != 0 or len(debs) != 1:
+        raise KernelError(f"downloading {package}={version} failed (network, or disk space "
+                          f"in {apt.download}?):\n{r.stderr.strip()}")
+    got = _sha256(debs[0])
+    if got != want:
+        debs[0].unlink()
+        raise KernelError(f"{debs[0].name}: SHA256 {got} does not match the signed index "
+                          f"({want}); the download was corrupted: fetch again")
+    return debs[0], {"package": package, "version": version, "sha256": want}
+
+
+def module_depends(ko: Path) -> list[str]:
+    """Module names a .ko(.xz) depends on (`modinfo -F depends`, from kmod)."""
+    if not shutil.which("modinfo"):
+        raise KernelError("modinfo not found: install the Debian package kmod")
+    r = subprocess.run(["modinfo", "-F", "depends", str(ko)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise KernelError(f"modinfo {ko} failed: {r.stderr.strip()}")
+    return [d for d in r.stdout.strip().split(",") if d]
+
+
+def load_order(root: Path, wanted: tuple[str, ...]) -> list[Path]:
+    """The .ko.xz files of wanted and their dependencies under root, dependencies first."""
+    index: dict[str, Path] = {}
+    for ko in root.rglob("*.ko*"):
+        name = re.sub(r"\.ko(\.xz|\.zst|\.gz)?$", "", ko.name)
+        index[name.replace("-", "_")] = ko
+    order: list[Path] = []
+    seen: set[str] = set()
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        key = name.replace("-", "_")
+        if key in seen:
+            return
+        if key not in index:
+            raise KernelError(f"module {name} (needed by {' -> '.join(chain) or 'kconform'}) "
+                              f"is not in the modules package")
+        seen.add(key)
+        for dep in module_depends(index[key]):
+            visit(dep, chain + (name,))
+        order.append(index[key])
+
+    for w in wanted:
+        visit(w, ())
+    return order
+
+
+def _fetch(spec, abi, suites, cache: Path, final: Path, progress: Progress) -> Kernel:
+    mirror = system_mirror()
+    apt = _PrivateApt(cache, suites, mirror)
+    progress(f"kernel {spec}: apt update ({mirror} {' '.join(suites)})")
+    r = apt.run("apt-get", "-q", "update")
+    if r.returncode != 0 or re.search(r"^(E|W):.*(NO_PUBKEY|not signed|Failed to fetch)",
+                                      r.stderr, re.M):
+        raise KernelError(f"apt-get update for {' '.join(suites)} at {mirror} failed "
+                          f"(is the network up?):\n{r.stderr.strip()}")
+    binary_pkg, modules_pkg = f"linux-binary-{abi}-{ARCH}", f"linux-modules-{abi}-{ARCH}"
+    bdeb, binfo = _download(apt, binary_pkg, suites, mirror, progress)
+    mdeb, minfo = _download(apt, modules_pkg, suites, mirror, progress)
+
+    (cache / "kernels").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache / "kernels"))
+    try:
+        unpack = tmp / "unpack"
+        for deb in (bdeb, mdeb):
+            r = subprocess.run(["dpkg-deb", "-x", str(deb), str(unpack)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise KernelError(f"dpkg-deb -x {deb.name} failed: {r.stderr.strip()}")
+        # 7.3's linux-binary ships usr/lib/modules/<release>/vmlinuz; older
+        # linux-image packages ship boot/vmlinuz-<release>.
+        images = sorted((unpack / "usr" / "lib" / "modules").glob("*/vmlinuz"))
+        release = images[0].parent.name if len(images) == 1 else ""
+        if not images:
+            images = sorted((unpack / "boot").glob("vmlinuz-*"))
+            release = images[0].name.removeprefix("vmlinuz-") if len(images) == 1 else ""
+        if len(images) != 1:
+            raise KernelError(f"{bdeb.name}: expected one usr/lib/modules/*/vmlinuz or "
+                              f"boot/vmlinuz-*, found {len(images)}")
+        mod_root = unpack / "usr" / "lib" / "modules" / release
+        if not (mod_root / "kernel").is_dir():
+            mod_root = unpack / "lib" / "modules" / release
+        if not mod_root.is_dir():
+            raise KernelError(f"{mdeb.name}: no lib/modules/{release}/ folder")
+        order = load_order(mod_root, WANTED_MODULES)
+        out = tmp / "kernel"
+        (out / "modules").mkdir(parents=True)
+        shutil.copy2(images[0], out / "vmlinuz")
+        for ko in order:
+            shutil.copy2(ko, out / "modules" / ko.name)
+        (out / STAMP_NAME).write_text(json.dumps({
+            "format": STAMP_FORMAT, "spec": spec, "release": release, "mirror": mirror,
+            "suites": list(suites), "binary": binfo, "modules": minfo,
+            "load_order": [ko.name for ko in order],
+            "module_paths": [str(ko.relative_to(mod_root)) for ko in order]}, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        out.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for deb in (bdeb, mdeb):
+        deb.unlink()  # the stamp keeps their hashes
+    k = _from_dir(final, spec)
+    assert k is not None
+    progress(f"kernel {spec}: {final} ({k.release}; modules {', '.join(m.name for m in k.modules)})")
+    return k
+
+
+def user_kernel(path: str | os.PathLike) -> Kernel:
+    """A bzImage given with --kernel PATH; KVM must be built in (no modules are loaded)."""
+    p = Path(path)
+    if not p.is_file():
+        raise KernelError(f"--kernel {p}: no such file (give a bzImage, e.g. arch/x86/boot/bzImage)")
+    with p.open("rb") as f:
+        head = f.read(0x240)
+    # x86 boot protocol: "HdrS" at 0x202 marks a bzImage.
+    if len(head) < 0x206 or head[0x202:0x206] != b"HdrS":
+        raise KernelError(f"--kernel {p}: not an x86 bzImage (no 'HdrS' boot header at 0x202)")
+    return Kernel(image=p.resolve(), release=_bzimage_release(head, p), modules=(), source=str(p))
+
+
+def _bzimage_release(head: bytes, p: Path) -> str:
+    # The kernel_version field (0x20e) points at "release (builder) #..." + 0x200.
+    off = int.from_bytes(head[0x20e:0x210], "little")
+    if not off:
+        return ""
+    with p.open("rb") as f:
+        f.seek(off + 0x200)
+        s = f.read(128).split(b"\0", 1)[0].decode(errors="replace")
+    return s.split(" ", 1)[0]
+
+
+def cached(cache_dir: str | os.PathLike | None = None) -> list[Kernel]:
+    root = (Path(cache_dir) if cache_dir else default_cache_dir()) / "kernels"
+    out = []
+    for d in sorted(root.glob("debian-*")) if root.is_dir() else []:
+        k = _from_dir(d, _read_stamp(d).get("spec", "?"))
+        if k:
+            out.append(k)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kconform.kernels", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fetch", help="download a Debian kernel into the cache")
+    f.add_argument("spec", nargs="?", default="debian:7.3")
+    f.add_argument("--cache", type=Path, default=None)
+    f.add_argument("--refresh", action="store_true")
+    c = sub.add_parser("check", help="check a bzImage of your own")
+    c.add_argument("path", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "fetch":
+            k = fetch(a.spec, a.cache, progress=lambda m: print(m, file=sys.stderr), refresh=a.refresh)
+        else:
+            k = user_kernel(a.path)
+        print(json.dumps({"image": str(k.image), "release": k.release,
+                          "modules": [str(m) for m in k.modules]}, indent=2))
+    except KernelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+// The KCONFORM-CRASH marker (crash_marker.h).
+#include "harness/runner/crash_marker.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+// Present only when a sanitizer runtime is linked (ASan, UBSan).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+namespace kconform {
+namespace {
+
+// The marker's JSON without the leading {"kind":...,"signal":N, part; built
+// before each op so the handlers need no allocation.
+char g_in_flight[4096];
+volatile sig_atomic_t g_have_in_flight = 0;
+
+void write_all(const char* s, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void write_str(const char* s) { write_all(s, std::strlen(s)); }
+
+void write_marker(const char* kind, int sig) {
+  char head[96];
+  // Small integers only: no snprintf in a signal handler.
+  char num[16];
+  int n = 0;
+  unsigned v = static_cast<unsigned>(sig);
+  do {
+    num[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v && n < 15);
+  size_t h = 0;
+  auto put = [&](const char* s) {
+    while (*s && h + 1 < sizeof head) head[h++] = *s++;
+  };
+  put("\n");
+  put(kCrashMarker);
+  put(" {\"kind\":\"");
+  put(kind);
+  put("\",\"signal\":");
+  while (n > 0 && h + 1 < sizeof head) head[h++] = num[--n];
+  head[h] = 0;
+  write_str(head);
+  if (g_have_in_flight) {
+    write_str(",");
+    write_str(g_in_flight);
+  } else {
+    write_str(",\"scenario\":null");
+  }
+  write_str("}\n");
+}
+
+void on_sanitizer_death() {
+  write_marker("sanitizer", 0);
+  _exit(kExitCrash);
+}
+
+void on_signal(int sig) {
+  write_marker("signal", sig);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+void install_crash_marker() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(on_sanitizer_death);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+    // Leave a handler the sanitizer runtime installed (it reports, then dies
+    // through the death callback).
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_DFL) sigaction(sig, &sa, nullptr);
+  }
+}
+
+void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
+                   const std::string& call) {
+  std::string s = nlohmann::json{{"scenario", scenario}, {"file", file}, {"index", index}, {"op", op}, {"call", call}}
+                      .dump();
+  // Drop the braces: the marker adds its own fields in front.
+  s = s.substr(1, s.size() - 2);
+  g_have_in_flight = 0;
+  std::strncpy(g_in_flight, s.c_str(), sizeof g_in_flight - 1);
+  g_in_flight[sizeof g_in_flight - 1] = 0;
+  g_have_in_flight = 1;
+}
+
+void clear_in_flight() { g_have_in_flight = 0; }
+
+}  // namespace kconform

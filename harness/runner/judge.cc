@@ -1,0 +1,223 @@
+// Judging outcomes recorded elsewhere (a kernel in QEMU): the model runs here,
+// the recorded outcomes are replayed as a target, and the verdicts go out in
+// the one verdict format, tagged with the recording target's identity.
+//
+//   kconform-runner pack --out-dir DIR FILE...
+//       writes each scenario of FILE... in binary form as DIR/NNNNNN.kcsb,
+//       NNNNNN its position in the list ("s" in the observations)
+//   kconform-runner judge --observations OBS [--out FILE] FILE...
+//       FILE... the same list given to pack. OBS is JSON lines:
+//         {"type":"identity","target","release","seconds"?,"profile":{write_abi, page_size,
+//          supported_flags[2], vm_types, user_memory2, gmem_on_vm_type[2]},
+//          "caps":[[name, value]...], "cap_bits"}
+//         {"type":"scenario","s":N,"ops":[[kind, value, aux], ...]}  per scenario run
+//       A scenario with fewer recorded ops than it has (the guest died in it)
+//       is judged up to its last recorded op; one without a record is left out.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/runner/runner.h"
+#include "harness/scenario/codec.h"
+#include "models/gmem/model.h"
+
+namespace kconform {
+namespace {
+
+constexpr int kExitClean = 0, kExitViolations = 1, kExitError = 2;
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "kconform-runner: %s\n", msg.c_str());
+  return kExitError;
+}
+
+// Returns the recorded outcome of each op; the scenario pointer says which.
+class ReplayTarget : public Target {
+ public:
+  ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<Outcome>> recorded)
+      : id_(std::move(id)), recorded_(std::move(recorded)) {}
+  const TargetIdentity& identity() const override { return id_; }
+  void begin(const Scenario& s) override { current_ = &recorded_.at(&s); }
+  Outcome exec(const Scenario&, size_t i) override { return current_->at(i); }
+  void end() override { current_ = nullptr; }
+
+ private:
+  TargetIdentity id_;
+  std::map<const Scenario*, std::vector<Outcome>> recorded_;
+  const std::vector<Outcome>* current_ = nullptr;
+};
+
+struct JudgeArgs {
+  std::string observations, out, out_dir;
+  std::vector<std::string> files;
+};
+
+bool parse(int argc, char** argv, JudgeArgs* a, std::string* error) {
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string* dst = arg == "--observations" ? &a->observations
+                       : arg == "--out"        ? &a->out
+                       : arg == "--out-dir"    ? &a->out_dir
+                                               : nullptr;
+    if (dst) {
+      if (i + 1 >= argc) {
+        *error = "flag " + arg + " needs a value";
+        return false;
+      }
+      *dst = argv[++i];
+    } else if (arg.rfind("--", 0) == 0) {
+      *error = "unknown flag " + arg;
+      return false;
+    } else {
+      a->files.push_back(arg);
+    }
+  }
+  return true;
+}
+
+bool read_identity(const nlohmann::json& r, TargetIdentity* id, gmem::Profile* p) {
+  id->target = r.at("target").get<std::string>();
+  id->release = r.at("release").get<std::string>();
+  const auto& pr = r.at("profile");
+  p->write_abi = pr.at("write_abi").get<bool>();
+  p->page_size = pr.at("page_size").get<uint64_t>();
+  for (int t = 0; t < 2; ++t) {
+    p->supported_flags[t] = pr.at("supported_flags").at(t).get<uint64_t>();
+    p->gmem_on_vm_type[t] = pr.at("gmem_on_vm_type").at(t).get<bool>();
+  }
+  p->vm_types = pr.at("vm_types").get<uint64_t>();
+  p->user_memory2 = pr.at("user_memory2").get<bool>();
+  id->profile = p->name();
+  for (const auto& c : r.at("caps")) id->caps.emplace_back(c.at(0).get<std::string>(), c.at(1).get<uint64_t>());
+  id->cap_bits = r.at("cap_bits").get<uint32_t>();
+  return true;
+}
+
+Outcome read_outcome(const nlohmann::json& o) {
+  int kind = o.at(0).get<int>();
+  if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
+    throw std::runtime_error("outcome kind " + std::to_string(kind) + " is not known");
+  Outcome out;
+  out.kind = static_cast<Outcome::Kind>(kind);
+  out.value = o.at(1).get<int64_t>();
+  out.aux = o.at(2).get<uint64_t>();
+  return out;
+}
+
+}  // namespace
+
+int cmd_pack(int argc, char** argv) {
+  JudgeArgs a;
+  std::string error;
+  if (!parse(argc, argv, &a, &error)) return fail(error);
+  if (a.out_dir.empty() || a.files.empty()) return fail("usage: kconform-runner pack --out-dir DIR FILE...");
+  std::vector<LoadedScenario> all;
+  if (!load_all(a.files, &all, &error)) return fail(error);
+  for (size_t n = 0; n < all.size(); ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/%06zu.kcsb", n);
+    std::string path = a.out_dir + name;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) return fail(path + " exists; not overwriting it");
+    std::vector<uint8_t> bytes = encode_binary(all[n].scenario);
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return fail("cannot write " + path);
+  }
+  std::printf("%zu\n", all.size());
+  return kExitClean;
+}
+
+int cmd_judge(int argc, char** argv) {
+  JudgeArgs a;
+  std::string error;
+  if (!parse(argc, argv, &a, &error)) return fail(error);
+  if (a.observations.empty() || a.files.empty())
+    return fail("usage: kconform-runner judge --observations FILE [--out FILE] SCENARIO-FILE...");
+  std::vector<LoadedScenario> all;
+  if (!load_all(a.files, &all, &error)) return fail(error);
+
+  TargetIdentity id;
+  gmem::Profile profile;
+  bool have_identity = false;
+  double seconds = 0;  // how long the recording target ran the scenarios
+  std::map<size_t, std::vector<Outcome>> by_index;
+  std::ifstream obs(a.observations);
+  if (!obs) return fail("cannot read " + a.observations + ": " + std::strerror(errno));
+  std::string line;
+  for (size_t lineno = 1; std::getline(obs, line); ++lineno) {
+    if (line.empty()) continue;
+    std::string where = a.observations + ":" + std::to_string(lineno);
+    try {
+      auto r = nlohmann::json::parse(line);
+      std::string type = r.at("type").get<std::string>();
+      if (type == "identity") {
+        have_identity = read_identity(r, &id, &profile);
+        seconds = r.value("seconds", 0.0);
+      } else if (type == "scenario") {
+        size_t s = r.at("s").get<size_t>();
+        if (s >= all.size())
+          return fail(where + ": field 's': " + std::to_string(s) + " but only " +
+                      std::to_string(all.size()) + " scenarios were given");
+        std::vector<Outcome> ops;
+        for (const auto& o : r.at("ops")) ops.push_back(read_outcome(o));
+        if (ops.size() > all[s].scenario.ops.size())
+          return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
+        by_index[s] = std::move(ops);
+      } else {
+        return fail(where + ": field 'type': unknown record type '" + type + "'");
+      }
+    } catch (const std::exception& e) {
+      return fail(where + ": " + e.what());
+    }
+  }
+  if (!have_identity) return fail(a.observations + ": no 'identity' record");
+
+  // What the guest ran (unsupported ones too: run_scenarios reports them),
+  // cut to the ops it recorded.
+  std::vector<LoadedScenario> judged;
+  std::vector<size_t> origin;
+  for (size_t s = 0; s < all.size(); ++s) {
+    bool unsupported = all[s].scenario.requires_caps & ~id.cap_bits;
+    auto it = by_index.find(s);
+    if (!unsupported && it == by_index.end()) continue;
+    judged.push_back(all[s]);
+    origin.push_back(s);
+    if (!unsupported) judged.back().scenario.ops.resize(it->second.size());
+  }
+  std::map<const Scenario*, std::vector<Outcome>> recorded;
+  for (size_t n = 0; n < judged.size(); ++n) {
+    auto it = by_index.find(origin[n]);
+    if (it != by_index.end()) recorded[&judged[n].scenario] = it->second;
+  }
+  ReplayTarget target(id, std::move(recorded));
+  std::unique_ptr<Model> model = gmem::make_model(profile);
+
+  std::FILE* out = stdout;
+  if (!a.out.empty() && a.out != "-") {
+    out = std::fopen(a.out.c_str(), "wx");  // never overwrite a verdict file
+    if (!out) return fail("cannot create " + a.out + ": " + std::strerror(errno));
+  }
+  VerdictWriter writer(out);
+  size_t total_ops = 0;
+  for (const LoadedScenario& ls : judged) total_ops += ls.scenario.ops.size();
+  writer.plan(judged.size(), total_ops);
+  writer.target(id);
+  RunStats stats = run_scenarios(judged, *model, target, writer);
+  writer.summary(stats.scenarios, stats.ops, stats.violations, seconds);
+  if (out != stdout) std::fclose(out);
+  std::fprintf(stderr, "kconform-runner: judged %zu scenarios, %zu ops from %s: %zu pass, %zu violations, "
+               "%zu unsupported, %zu unchecked\n",
+               stats.scenarios, stats.ops, id.target.c_str(), stats.pass, stats.violations,
+               stats.unsupported, stats.unchecked);
+  return stats.violations ? kExitViolations : kExitClean;
+}
+
+}  // namespace kconform

@@ -1,0 +1,275 @@
+// The kconform-runner command line (runner_main.h), shared by every runner
+// executable; each links its target families (target_registry.h).
+//
+//   kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] FILE...
+//   kconform-runner probe [--target NAME]
+//   kconform-runner rules
+//   kconform-runner ops
+//   kconform-runner targets
+//   kconform-runner convert --to text|binary [--out-dir DIR] FILE...
+//   kconform-runner check FILE...
+//
+// Exit status: 0 clean, 1 violations found, 2 the runner could not run,
+// 3 a sanitizer report during a run (crash_marker.h; a signal kills the
+// process with that signal after the same marker).
+#include "harness/runner/runner_main.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/runner/crash_marker.h"
+#include "harness/runner/runner.h"
+#include "harness/scenario/abi.h"
+#include "harness/scenario/codec.h"
+#include "models/common/rules.h"
+#include "targets/faulty/faulty_target.h"
+
+namespace kconform {
+
+// judge.cc: recorded outcomes (a kernel in QEMU) judged here.
+int cmd_pack(int argc, char** argv);
+int cmd_judge(int argc, char** argv);
+
+namespace {
+
+constexpr int kExitClean = 0, kExitViolations = 1, kExitError = 2;
+
+std::span<const TargetFamily* const> g_families;
+
+std::string family_names() {
+  std::string out;
+  for (const TargetFamily* f : g_families) out += (out.empty() ? "" : ", ") + std::string(f->name);
+  return out;
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "kconform-runner: %s\n"
+               "usage: kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] FILE...\n"
+               "       kconform-runner probe [--target NAME] | rules | ops | targets\n"
+               "       kconform-runner convert --to text|binary [--out-dir DIR] FILE...\n"
+               "       kconform-runner check FILE...\n"
+               "targets (the first is the default):\n",
+               why);
+  for (const TargetFamily* f : g_families) std::fprintf(stderr, "  %-6s %s\n", f->name, f->summary);
+  return kExitError;
+}
+
+struct Args {
+  std::string command, target, fault, out, to, out_dir;
+  std::vector<std::string> files;
+};
+
+bool parse_args(int argc, char** argv, Args* a, std::string* error) {
+  if (argc < 2) {
+    *error = "no command";
+    return false;
+  }
+  a->command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= argc) {
+        *error = "flag " + arg + " needs a value";
+        return false;
+      }
+      *dst = argv[++i];
+      return true;
+    };
+    if (arg == "--target") {
+      if (!value(&a->target)) return false;
+    } else if (arg == "--fault") {
+      if (!value(&a->fault)) return false;
+    } else if (arg == "--out") {
+      if (!value(&a->out)) return false;
+    } else if (arg == "--to") {
+      if (!value(&a->to)) return false;
+    } else if (arg == "--out-dir") {
+      if (!value(&a->out_dir)) return false;
+    } else if (arg.rfind("--", 0) == 0) {
+      *error = "unknown flag " + arg;
+      return false;
+    } else {
+      a->files.push_back(arg);
+    }
+  }
+  return true;
+}
+
+bool open_target(const Args& a, OpenTarget* out, std::string* error) {
+  const TargetFamily* family = nullptr;
+  for (const TargetFamily* f : g_families)
+    if (a.target == f->name) family = f;
+  if (!family) {
+    *error = "flag --target: unknown target '" + a.target + "' (known: " + family_names() + ")";
+    return false;
+  }
+  std::string why;
+  if (!family->open(out, &why)) {
+    *error = "target " + a.target + ": " + why;
+    return false;
+  }
+  if (!a.fault.empty()) {
+    std::string why;
+    auto spec = parse_fault_spec(a.fault, &why);
+    if (!spec) {
+      *error = "flag --fault: " + why;
+      return false;
+    }
+    out->target = wrap_faulty(std::move(out->target), *spec);
+  }
+  return true;
+}
+
+int cmd_rules() {
+  for (const RuleInfo& r : all_rules().subspan(1)) {
+    std::puts(nlohmann::json{{"id", r.id}, {"abi", r.abi}, {"summary", r.summary}, {"citation", r.citation}}
+                  .dump()
+                  .c_str());
+  }
+  return kExitClean;
+}
+
+int cmd_ops() {
+  for (Abi id : {Abi::kGmem, Abi::kFfa}) {
+    const AbiSpec& abi = abi_spec(id);
+    for (const OpSpec& op : abi.ops) {
+      nlohmann::json args = nlohmann::json::array();
+      for (const ArgSpec& arg : op.args) args.push_back(arg.name);
+      std::puts(nlohmann::json{{"abi", abi.name}, {"op", op.name}, {"args", args}, {"doc", op.doc}}
+                    .dump()
+                    .c_str());
+    }
+  }
+  return kExitClean;
+}
+
+int cmd_targets() {
+  for (const TargetFamily* f : g_families)
+    std::puts(nlohmann::json{{"target", f->name}, {"summary", f->summary}}.dump().c_str());
+  return kExitClean;
+}
+
+int cmd_probe(const Args& a) {
+  OpenTarget t;
+  std::string error;
+  if (!open_target(a, &t, &error)) {
+    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    return kExitError;
+  }
+  VerdictWriter(stdout).target(t.target->identity());
+  return kExitClean;
+}
+
+int cmd_check(const Args& a) {
+  std::vector<LoadedScenario> all;
+  std::string error;
+  if (!load_all(a.files, &all, &error)) {
+    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    return kExitError;
+  }
+  std::printf("%zu scenarios OK\n", all.size());
+  return kExitClean;
+}
+
+std::string file_stem_for(const Scenario& s) {
+  std::string out;
+  for (char c : s.name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
+  return out;
+}
+
+int cmd_convert(const Args& a) {
+  if (a.to != "text" && a.to != "binary") return usage("convert needs --to text or --to binary");
+  std::vector<LoadedScenario> all;
+  std::string error;
+  if (!load_all(a.files, &all, &error)) {
+    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    return kExitError;
+  }
+  for (const LoadedScenario& ls : all) {
+    if (a.to == "text") {
+      std::fputs(format_text(ls.scenario).c_str(), stdout);
+      continue;
+    }
+    if (a.out_dir.empty()) return usage("convert --to binary needs --out-dir");
+    std::string path = a.out_dir + "/" + file_stem_for(ls.scenario) + ".kcsb";
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      std::fprintf(stderr, "kconform-runner: %s exists; not overwriting it\n", path.c_str());
+      return kExitError;
+    }
+    std::vector<uint8_t> bytes = encode_binary(ls.scenario);
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) {
+      std::fprintf(stderr, "kconform-runner: cannot write %s\n", path.c_str());
+      return kExitError;
+    }
+  }
+  return kExitClean;
+}
+
+int cmd_run(const Args& a) {
+  if (a.files.empty()) return usage("run needs scenario files");
+  std::vector<LoadedScenario> all;
+  std::string error;
+  if (!load_all(a.files, &all, &error)) {
+    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    return kExitError;
+  }
+  OpenTarget t;
+  if (!open_target(a, &t, &error)) {
+    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    return kExitError;
+  }
+  std::FILE* out = stdout;
+  if (!a.out.empty() && a.out != "-") {
+    out = std::fopen(a.out.c_str(), "wx");  // never overwrite a verdict file
+    if (!out) {
+      std::fprintf(stderr, "kconform-runner: cannot create %s: %s\n", a.out.c_str(), std::strerror(errno));
+      return kExitError;
+    }
+  }
+  VerdictWriter writer(out);
+  size_t total_ops = 0;
+  for (const LoadedScenario& ls : all) total_ops += ls.scenario.ops.size();
+  writer.plan(all.size(), total_ops);
+  writer.target(t.target->identity());
+  auto start = std::chrono::steady_clock::now();
+  install_crash_marker();
+  RunStats stats = run_scenarios(all, *t.model, *t.target, writer, t.invariants);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  writer.summary(stats.scenarios, stats.ops, stats.violations, secs);
+  if (out != stdout) std::fclose(out);
+  std::fprintf(stderr, "kconform-runner: %zu scenarios, %zu ops, %zu pass, %zu violations, %zu unsupported, %zu unchecked, %.3f s\n",
+               stats.scenarios, stats.ops, stats.pass, stats.violations, stats.unsupported, stats.unchecked, secs);
+  return stats.violations ? kExitViolations : kExitClean;
+}
+
+}  // namespace
+
+int runner_main(int argc, char** argv, std::span<const TargetFamily* const> families) {
+  g_families = families;
+  Args a;
+  std::string error;
+  if (!parse_args(argc, argv, &a, &error)) return usage(error.c_str());
+  if (a.target.empty() && !families.empty()) a.target = families[0]->name;
+  if (a.command == "run") return cmd_run(a);
+  if (a.command == "probe") return cmd_probe(a);
+  if (a.command == "rules") return cmd_rules();
+  if (a.command == "ops") return cmd_ops();
+  if (a.command == "targets") return cmd_targets();
+  if (a.command == "convert") return cmd_convert(a);
+  if (a.command == "check") return cmd_check(a);
+  return usage(("unknown command '" + a.command + "'").c_str());
+}
+
+}  // namespace kconform

@@ -1,0 +1,10 @@
+// kconform-runner-el2-<page size>: the runner with the "el2" target (this
+// build's tree and PAGE_SIZE) as default, and "host" too.
+#include "harness/runner/runner_main.h"
+#include "targets/el2/el2_target_family.h"
+
+int main(int argc, char** argv) {
+  const kconform::TargetFamily* families[] = {&kconform::el2::el2_target_family(),
+                                              &kconform::host_target_family()};
+  return kconform::runner_main(argc, argv, families);
+}

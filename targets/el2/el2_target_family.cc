@@ -1,0 +1,27 @@
+// Target family "el2": FF-A scenarios on pKVM's EL2 handler (the tree's ffa.c
+// built into this executable for one host PAGE_SIZE), judged by the FF-A model
+// with the profile the build gives (El2FfaTarget::profile()).
+#include "targets/el2/el2_target_family.h"
+
+#include "models/ffa/model.h"
+#include "targets/el2/ffa_target.h"
+
+namespace kconform::el2 {
+namespace {
+
+bool open_el2(OpenTarget* out, std::string* error) {
+  std::unique_ptr<El2FfaTarget> t = open_el2_ffa_target(error);
+  if (!t) return false;
+  out->model = ::kconform::ffa::make_model(t->profile());
+  out->invariants = t.get();
+  out->target = std::move(t);
+  return true;
+}
+
+const TargetFamily kEl2{"el2", "FF-A through pKVM's EL2 handler (the tree's ffa.c, built in)", open_el2};
+
+}  // namespace
+
+const TargetFamily& el2_target_family() { return kEl2; }
+
+}  // namespace kconform::el2

@@ -1,0 +1,455 @@
+// El2FfaTarget: FF-A scenarios on the real ffa.c (see ffa_target.h).
+//
+// Invariants, checked after every op (InvariantSource; the runner reports a
+// broken one as a violation of the rule named here, note "invariant: ..."):
+//  I1 FFA_ERROR means no state change (FFA.PROXY.NO_CHANGE_ON_ERROR, SPEC.md
+//     PKVM:ATOMIC): after a call that returned FFA_ERROR the host stage-2 views
+//     and the SPMC's transactions are as before. When EL3 itself failed during
+//     the call (an SMC to EL3 returned FFA_ERROR, or an armed el3_misbehave
+//     fault was consumed) only "no page became shared with FF-A" is required.
+//  I2 Host stage-2 agrees with EL3, per host page: shared with FF-A if and
+//     only if a complete live SPMC transaction holds one of its 4K pages
+//     (skipped in the "shared => held" direction while a fragmented send is
+//     in flight, when pages are legitimately shared before EL3 holds them).
+//     Reported by the op that breaks it, under the rule that op's function
+//     ID violates by doing so (stale_share_rule / early_unshare_rule).
+//  I3 The hypervisor's pages stay the hypervisor's, and no SPMC transaction
+//     holds a page outside host memory (FFA.PROXY.HOST_MEMORY, PKVM:OWNERSHIP).
+#include "targets/el2/ffa_target.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "harness/scenario/ffa_abi.h"
+#include "models/ffa/desc.h"
+#include "models/ffa/digest.h"
+#include "models/ffa/model.h"
+#include "models/ffa/reclaim2_profile.h"
+
+namespace kconform::el2 {
+
+namespace F = kconform::ffa;
+
+namespace {
+
+constexpr uint64_t kHostPages = 64;  // as ffa::ProxyProfile's default
+
+uint8_t to_digest_view(PageView v) {
+  switch (v) {
+    case PageView::kHostOwned: return static_cast<uint8_t>(F::PageView::kOwned);
+    case PageView::kSharedWithFfa: return static_cast<uint8_t>(F::PageView::kSharedFfa);
+    case PageView::kSharedWithHyp: return static_cast<uint8_t>(F::PageView::kSharedHyp);
+    default: return static_cast<uint8_t>(F::PageView::kOther);
+  }
+}
+
+uint64_t spmc_digest(const F::Spmc& s) {
+  F::Fnv1a h;
+  s.digest(h);
+  return h.h;
+}
+
+bool is_share_fid(uint64_t fid) {
+  return fid == F::kFnMemShare32 || fid == F::kFnMemShare64 || fid == F::kFnMemLend32 || fid == F::kFnMemLend64;
+}
+
+// I2, "shared at stage-2 but EL3 holds none of it": the rule the call broke.
+RuleId stale_share_rule(uint64_t fid, bool host_call) {
+  if (!host_call) return kFfaProxyForwardOther;
+  if (fid == F::kReclaim2.fid) return kFfaR2Unshare;
+  if (fid == F::kFnMemReclaim) return kFfaProxyReclaimOk;
+  if (is_share_fid(fid) || fid == F::kFnMemFragTx) return kFfaProxyRollback;
+  return F::is_ffa_fid(fid) ? kFfaProxyForwardOther : kFfaProxyNonFfa;
+}
+
+// I2, "EL3 holds a page the host owns again (or never gave up)".
+RuleId early_unshare_rule(uint64_t fid, bool host_call) {
+  if (!host_call) return kFfaProxyForwardOther;
+  if (fid == F::kFnMemShare32 || fid == F::kFnMemShare64) return kFfaProxyShareOk;
+  if (fid == F::kFnMemLend32 || fid == F::kFnMemLend64) return kFfaProxyLendAsShare;
+  if (fid == F::kFnMemFragTx) return kFfaProxyFragState;
+  if (fid == F::kReclaim2.fid) return kFfaR2HostGranule;
+  if (fid == F::kFnMemReclaim) return kFfaProxyEl3Fault;
+  return F::is_ffa_fid(fid) ? kFfaProxyForwardOther : kFfaProxyNonFfa;
+}
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::vector<F::Constituent> ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved) {
+  std::vector<F::Constituent> rs;
+  for (size_t o = 0; o + F::kRangeRecordBytes <= blob.size(); o += F::kRangeRecordBytes) {
+    F::Constituent c;
+    F::get_u64(blob, o, &c.address);
+    F::get_u32(blob, o + 8, &c.pages);
+    c.reserved = reserved;
+    rs.push_back(c);
+  }
+  return rs;
+}
+
+}  // namespace
+
+El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(std::make_unique<F::Spmc>()) {
+  const BuildInfo& bi = el2_build_info();
+  El2Config cfg;
+  cfg.host_pages = kHostPages;
+  cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { el3_smc(in, out); };
+
+  // The model profile comes from the build: the tree's PAGE_SIZE,
+  // KVM_FFA_MBOX_NR_PAGES, hyp_ffa_proxy_pages() and whether its ffa.c names
+  // FFA_MEM_RECLAIM2; the proxy's FF-A version is what ffa.c asks EL3 for at
+  // init (recorded by el3_smc).
+  profile_.page_size = bi.page_size;
+  profile_.reclaim2 = bi.handles_reclaim2;
+  profile_.phys_base = cfg.phys_base;
+  profile_.host_pages = kHostPages;
+  profile_.hyp_pages = bi.ffa_proxy_pages;
+  profile_.mbox_pages = bi.ffa_mbox_pages;
+
+  // EL3 as World::reset configures it: Normal-world memory is all of RAM.
+  F::SpmcConfig sc = profile_.spmc;
+  sc.ns_base = profile_.phys_base;
+  sc.ns_size = profile_.ram_bytes();
+  spmc_->reset(sc, {}, profile_.phys_base);  // memory is bound once el2_init allocated it
+
+  std::string err;
+  if (!el2_init(cfg, &err)) {
+    error_ = "el2: " + err;
+    return;
+  }
+  spmc_->rebind(el2_phys_mem());
+  if (el2_phys_mem().size() != profile_.ram_bytes()) {
+    error_ = "el2: physical memory is " + std::to_string(el2_phys_mem().size()) + " bytes, the model's " +
+             std::to_string(profile_.ram_bytes());
+    return;
+  }
+  if (init_version_ == 0) {
+    error_ = "el2: hyp_ffa_init() did not ask EL3 for an FF-A version (the proxy is off)";
+    return;
+  }
+  profile_.version = init_version_;
+  *spmc_snap_ = *spmc_;
+
+  identity_.target = "el2";
+  identity_.release = bi.tree_version + "-" + std::to_string(bi.page_size / 1024) + "k";
+  identity_.profile = F::profile_name(profile_);
+  identity_.caps = {{"page_size", bi.page_size},
+                    {"reclaim2", bi.handles_reclaim2 ? 1u : 0u},
+                    {"ffa_version", profile_.version},
+                    {"mbox_pages", bi.ffa_mbox_pages},
+                    {"proxy_pages", bi.ffa_proxy_pages},
+                    {"host_pages", kHostPages},
+                    {"sanitized", bi.sanitized ? 1u : 0u}};
+  identity_.cap_bits = bi.handles_reclaim2 ? F::kCapReclaim2 : 0;
+  if (bi.page_size == 4096) identity_.cap_bits |= F::kCapPage4k;
+  if (bi.page_size == 16384) identity_.cap_bits |= F::kCapPage16k;
+  if (bi.page_size == 65536) identity_.cap_bits |= F::kCapPage64k;
+}
+
+El2FfaTarget::~El2FfaTarget() { el2_set_el3(nullptr); }
+
+std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error) {
+  auto t = std::make_unique<El2FfaTarget>();
+  if (!t->ok()) {
+    if (error) *error = t->error();
+    return nullptr;
+  }
+  return t;
+}
+
+void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) {
+  if (init_version_ == 0 && (in[0] & 0xffffffffu) == F::kFnVersion) init_version_ = static_cast<uint32_t>(in[1]);
+  spmc_->smc(in, out);
+  if (F::is_error(out)) el3_failed_ = true;
+}
+
+uint64_t El2FfaTarget::state_digest() const {
+  const std::vector<uint8_t> v = views();
+  return F::state_digest(v, *spmc_);
+}
+
+std::vector<uint8_t> El2FfaTarget::views() const {
+  std::vector<uint8_t> v(profile_.host_pages);
+  const PageTracker& t = el2_tracker();
+  for (uint64_t i = 0; i < profile_.host_pages; ++i) v[i] = to_digest_view(t.View(el2_host_page_pa(i)));
+  return v;
+}
+
+void El2FfaTarget::begin(const Scenario&) {
+  el2_restore();
+  *spmc_ = *spmc_snap_;
+  handles_.clear();
+  last_desc_len_ = 0;
+  tx_window_ = 0;
+  tx_known_ = false;
+  breaks_.clear();
+  mismatch_.assign(profile_.host_pages, 0);
+  foreign_handles_.clear();
+  hyp_reported_ = false;
+}
+
+uint64_t El2FfaTarget::handle(uint64_t slot) const {
+  return slot < handles_.size() ? handles_[slot] : F::kInvalidHandle;
+}
+
+// x0..x7 of a host call, exactly as the FF-A model (models/ffa/model.cc) builds them.
+void El2FfaTarget::host_regs(const Op& op, uint64_t in[kNumRegs]) const {
+  using namespace F;
+  for (size_t k = 0; k < kNumRegs; ++k) in[k] = 0;
+  const auto& a = op.args;
+  auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~0x40000000u) : fid64; };
+  switch (op.code) {
+    case kOpVersion: in[0] = kFnVersion, in[1] = a[0]; break;
+    case kOpFeatures: in[0] = kFnFeatures, in[1] = a[0], in[2] = a[1]; break;
+    case kOpIdGet: in[0] = kFnIdGet; break;
+    case kOpPartitionInfo:
+      in[0] = kFnPartitionInfoGet;
+      for (int k = 0; k < 5; ++k) in[k + 1] = a[k];
+      break;
+    case kOpRxtxMap: in[0] = conv(a[3], kFnRxtxMap64), in[1] = a[0], in[2] = a[1], in[3] = a[2]; break;
+    case kOpRxtxUnmap: in[0] = kFnRxtxUnmap, in[1] = a[0]; break;
+    case kOpRxRelease: in[0] = kFnRxRelease, in[1] = a[0]; break;
+    case kOpMemShare:
+    case kOpMemLend:
+    case kOpMemDonate: {
+      const uint32_t fid = op.code == kOpMemShare ? kFnMemShare64 : op.code == kOpMemLend ? kFnMemLend64 : kFnMemDonate64;
+      in[0] = conv(a[4], fid);
+      in[1] = a[0] == kArgAuto ? last_desc_len_ : a[0];
+      in[2] = a[1] == kArgAuto ? last_desc_len_ : a[1];
+      in[3] = a[2], in[4] = a[3];
+      break;
+    }
+    case kOpMemFragTx: {
+      const uint64_t h = handle(a[0]);
+      in[0] = kFnMemFragTx, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1], in[4] = a[2] << 16;
+      break;
+    }
+    case kOpMemReclaim: {
+      const uint64_t h = handle(a[0]) ^ a[2];
+      in[0] = kFnMemReclaim, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1];
+      break;
+    }
+    case kOpMemReclaim2: {
+      const uint64_t h = handle(a[0]) ^ a[6];
+      in[0] = kFnMemReclaim2, in[1] = h & 0xffffffffu, in[2] = h >> 32;
+      in[3] = a[1], in[4] = a[2], in[5] = a[3], in[6] = a[4], in[7] = a[5];
+      break;
+    }
+    case kOpRaw:
+      for (int k = 0; k < 8; ++k) in[k] = a[k];
+      break;
+    default: break;
+  }
+}
+
+// HARNESS:TX: into the host TX window, clipped to the mailbox; nothing unless
+// an rxtx_map came before and the whole window is host memory.
+uint64_t El2FfaTarget::write_tx(uint64_t offset, const uint8_t* data, uint64_t n) const {
+  const uint64_t mbox = profile_.mbox_bytes();
+  const uint64_t host_end = profile_.phys_base + profile_.host_pages * profile_.page_size;
+  if (!tx_known_ || tx_window_ < profile_.phys_base || tx_window_ > host_end || mbox > host_end - tx_window_ ||
+      offset >= mbox)
+    return 0;
+  const uint64_t len = n < mbox - offset ? n : mbox - offset;
+  uint8_t* dst = el2_phys(tx_window_ + offset, len);
+  if (!dst) return 0;
+  std::memcpy(dst, data, len);
+  return len;
+}
+
+// tx_write, tx_mem_desc, tx_constituents: the bytes come from the model's own
+// builders (build_region, build_constituents), so both sides write the same.
+uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
+  using namespace F;
+  const auto& a = op.args;
+  switch (op.code) {
+    case kOpTxWrite: {
+      const auto& blob = s.blobs.at(a[1]);
+      return write_tx(a[0], blob.data(), blob.size());
+    }
+    case kOpTxConstituents: {
+      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[1]), static_cast<uint32_t>(a[2]));
+      std::vector<uint8_t> bytes(rs.size() * kConstituentSize);
+      build_constituents(rs.data(), static_cast<uint32_t>(rs.size()), bytes);
+      return write_tx(a[0], bytes.data(), bytes.size());
+    }
+    default: {  // kOpTxMemDesc
+      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[9]), 0);
+      DescSpec d;
+      d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
+      d.sender = static_cast<uint16_t>(a[1]);
+      d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
+      d.n_receivers = 1;
+      if (a[4] != kNoReceiver) {
+        d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
+        d.n_receivers = 2;
+      }
+      d.attributes = static_cast<uint16_t>(a[6]);
+      d.flags = static_cast<uint32_t>(a[7]);
+      d.tag = a[8];
+      d.n_ranges = static_cast<uint32_t>(rs.size());
+      d.ranges = rs.data();
+      d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
+      d.ep_mem_size = a[14];
+      const uint64_t size = region_size(d);
+      if (size > (1u << 20)) return 0;  // HARNESS:TX: larger than any mailbox
+      std::vector<uint8_t> bytes(size);
+      build_region(d, bytes);
+      last_desc_len_ = size;
+      return write_tx(a[15], bytes.data(), bytes.size());
+    }
+  }
+}
+
+Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
+  using namespace F;
+  breaks_.clear();
+  const Op& op = s.ops[i];
+  const std::vector<uint8_t> pre_views = views();
+  const uint64_t pre_spmc = spmc_digest(*spmc_);
+  uint64_t out[kNumRegs] = {};
+  Outcome o = Outcome::ok(0);
+  bool host_call = false, error_return = false;
+  uint64_t fid = 0;
+  if (s.abi != Abi::kFfa || op.code >= kOpCount) {
+    o = Outcome::err(ENOSYS);  // not an FF-A op: nothing runs
+  } else {
+    switch (op.code) {
+      case kOpTxWrite:
+      case kOpTxMemDesc:
+      case kOpTxConstituents:
+        o = Outcome::ok(static_cast<int64_t>(tx_op(s, op)));
+        break;
+      case kOpEl3Misbehave:
+        spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
+        break;
+      case kOpSpRetrieve:
+      case kOpSpRelinquish: {
+        const uint16_t sp = static_cast<uint16_t>(op.args[1]);
+        if (op.code == kOpSpRetrieve)
+          spmc_->sp_retrieve(handle(op.args[0]), sp, out);
+        else
+          spmc_->sp_relinquish(handle(op.args[0]), sp, out);
+        o = Outcome::ok(is_success(out) ? 0 : error_code(out));
+        for (int k = 0; k < 8; ++k) o.regs[k] = out[k];
+        error_return = is_error(out);
+        break;
+      }
+      default: {
+        host_call = true;
+        uint64_t in[kNumRegs];
+        host_regs(op, in);
+        fid = in[0] & 0xffffffffu;
+        el3_failed_ = false;
+        const Fault armed = spmc_->armed();
+        el2_host_smc(in, out);
+        if (spmc_->armed() != armed) el3_failed_ = true;
+        if (el2_last_status() == CallStatus::kFatal) {
+          // hyp_panic/BUG/deadlock at EL2: the host would never return.
+          std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu\n", s.name.c_str(), i);
+          o = Outcome::sig(SIGABRT);
+        }
+        for (int k = 0; k < 8; ++k) o.regs[k] = out[k];
+        error_return = (out[0] & 0xffffffffu) == kFnError;
+        if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
+          tx_window_ = op.args[0];
+          tx_known_ = true;
+        }
+        if (op.code == kOpMemShare || op.code == kOpMemLend || op.code == kOpMemDonate) {  // HARNESS:SLOTS
+          uint64_t h = kInvalidHandle;
+          const uint64_t x0 = out[0] & 0xffffffffu;
+          if (x0 == kFnSuccess32 || out[0] == kFnSuccess64)
+            h = (out[2] & 0xffffffffu) | (out[3] & 0xffffffffu) << 32;
+          else if (x0 == kFnMemFragRx)
+            h = (out[1] & 0xffffffffu) | (out[2] & 0xffffffffu) << 32;
+          handles_.push_back(h);
+        }
+      }
+    }
+  }
+  o.state = state_digest();
+  check_invariants(fid, host_call, pre_views, pre_spmc, error_return ? out : nullptr);
+  return o;
+}
+
+void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, const std::vector<uint8_t>& pre,
+                                    uint64_t pre_spmc, const uint64_t err_out[kNumRegs]) {
+  using namespace F;
+  const std::vector<uint8_t> post = views();
+  const uint64_t ps = profile_.page_size, base = profile_.phys_base;
+  const uint8_t kShared = static_cast<uint8_t>(F::PageView::kSharedFfa);
+
+  // I1: an FF-A error changes nothing.
+  if (err_out) {
+    std::string changed;
+    for (uint64_t k = 0; k < post.size(); ++k) {
+      const bool bad = el3_failed_ ? (post[k] == kShared && pre[k] != kShared) : post[k] != pre[k];
+      if (bad) changed += " " + hex(base + k * ps) + ":" + std::to_string(pre[k]) + "->" + std::to_string(post[k]);
+    }
+    if (!el3_failed_ && spmc_digest(*spmc_) != pre_spmc) changed += " (and the SPMC's transactions)";
+    if (!changed.empty())
+      breaks_.push_back({kFfaProxyNoChangeOnError,
+                         "FFA_ERROR(" + std::to_string(error_code(err_out)) + ") returned" +
+                             (el3_failed_ ? " after EL3 failed mid-way, yet pages became shared:"
+                                          : " but the state changed: host pages (view before->after)") +
+                             changed});
+  }
+
+  // I2: stage-2 and EL3 agree on every host page.
+  bool in_flight = false;
+  for (uint32_t t = 0; t < kMaxTransactions; ++t)
+    in_flight |= spmc_->slot(t).live && !spmc_->slot(t).complete;
+  std::string stale, early;
+  for (uint64_t k = 0; k < post.size(); ++k) {
+    const uint64_t pa = base + k * ps;
+    bool held = false;
+    for (uint64_t q = pa; q < pa + ps && !held; q += kFfaPage) held = spmc_->page_held(q);
+    const bool shared = post[k] == kShared;
+    uint8_t m = 0;
+    if (shared && !held && !in_flight) m = 1;
+    if (held && !shared) m = 2;
+    if (m && m != mismatch_[k]) (m == 1 ? stale : early) += " " + hex(pa);
+    mismatch_[k] = m;
+  }
+  if (!stale.empty())
+    breaks_.push_back({stale_share_rule(fid, host_call),
+                       "host pages shared with FF-A in stage-2 that EL3 no longer holds:" + stale});
+  if (!early.empty())
+    breaks_.push_back({early_unshare_rule(fid, host_call),
+                       "host pages EL3 holds that are not shared with FF-A in stage-2:" + early});
+
+  // I3: the hypervisor's memory stays the hypervisor's; EL3 holds only host memory.
+  const PageTracker& tr = el2_tracker();
+  std::string hyp;
+  for (uint64_t k = profile_.host_pages; k < profile_.host_pages + profile_.hyp_pages; ++k)
+    if (tr.View(base + k * ps) != el2::PageView::kHypOwned) hyp += " " + hex(base + k * ps);
+  if (!hyp.empty() && !hyp_reported_) {  // once per scenario is enough
+    hyp_reported_ = true;
+    breaks_.push_back({kFfaProxyHostMemory, "hypervisor pages no longer the hypervisor's:" + hyp});
+  }
+  const uint64_t host_end = base + profile_.host_pages * ps;
+  for (uint32_t t = 0; t < kMaxTransactions; ++t) {
+    const Transaction& tx = spmc_->slot(t);
+    if (!tx.live || !tx.complete) continue;
+    if (std::find(foreign_handles_.begin(), foreign_handles_.end(), tx.handle) != foreign_handles_.end()) continue;
+    for (uint32_t r = 0; r < tx.n_ranges; ++r) {
+      const uint64_t a = tx.ranges[r].address, e = a + static_cast<uint64_t>(tx.ranges[r].pages) * kFfaPage;
+      if (a < base || e > host_end) {
+        foreign_handles_.push_back(tx.handle);
+        breaks_.push_back({kFfaProxyHostMemory, "EL3 holds [" + hex(a) + ", " + hex(e) + ") outside host memory [" +
+                                                    hex(base) + ", " + hex(host_end) + ") in handle " +
+                                                    hex(tx.handle)});
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace kconform::el2

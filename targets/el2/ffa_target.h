@@ -1,0 +1,88 @@
+// The EL2 target for Abi::kFfa scenarios: each host call goes through the real
+// kvm_host_ffa_handler() of the tree's ffa.c (el2_handler.h); its EL3 is the
+// SPMC model (models/ffa/spmc.h) bound to the handler's SMC conduit; its host
+// stage-2 is the page tracker. Ops follow the harness conventions of
+// models/ffa/SPEC.md ("Harness conventions"), outcomes the model's
+// "Outcomes and the state digest". After every op it checks three
+// model-independent invariants (InvariantSource; see ffa_target.cc).
+//
+// ffa.c's state is global: one El2FfaTarget may exist at a time. Scenarios
+// start from a snapshot taken right after hyp_ffa_init() (in-process, no fork).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/runner/invariants.h"
+#include "models/ffa/proxy.h"
+#include "models/ffa/spmc.h"
+#include "targets/el2/el2_handler.h"
+#include "targets/target.h"
+
+namespace kconform::el2 {
+
+class El2FfaTarget final : public Target, public InvariantSource {
+ public:
+  // Initialises the handler (el2_init) with the SPMC model as EL3. On failure
+  // ok() is false and error() says why.
+  El2FfaTarget();
+  ~El2FfaTarget() override;
+  El2FfaTarget(const El2FfaTarget&) = delete;
+  El2FfaTarget& operator=(const El2FfaTarget&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  // The model profile of this build: host PAGE_SIZE, RECLAIM2 handled or not,
+  // mailbox and hypervisor pages, the FF-A version ffa.c asked EL3 for at init.
+  const ::kconform::ffa::ProxyProfile& profile() const { return profile_; }
+
+  const TargetIdentity& identity() const override { return identity_; }
+  void begin(const Scenario& s) override;
+  Outcome exec(const Scenario& s, size_t i) override;
+  void end() override {}
+
+  std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
+
+  // For tests: the SPMC (EL3) and the digest of the current state.
+  const ::kconform::ffa::Spmc& spmc() const { return *spmc_; }
+  uint64_t state_digest() const;
+
+ private:
+  struct Snapshot;
+  void el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
+  uint64_t handle(uint64_t slot) const;
+  void host_regs(const Op& op, uint64_t in[kNumRegs]) const;
+  uint64_t tx_op(const Scenario& s, const Op& op);
+  uint64_t write_tx(uint64_t offset, const uint8_t* data, uint64_t n) const;
+  std::vector<uint8_t> views() const;
+  void check_invariants(uint64_t fid, bool host_call, const std::vector<uint8_t>& pre_views,
+                        uint64_t pre_spmc, const uint64_t out[kNumRegs]);
+
+  std::string error_;
+  ::kconform::ffa::ProxyProfile profile_;
+  TargetIdentity identity_;
+  std::unique_ptr<::kconform::ffa::Spmc> spmc_;
+  std::unique_ptr<::kconform::ffa::Spmc> spmc_snap_;
+  // Per scenario (HARNESS:SLOTS, HARNESS:TX).
+  std::vector<uint64_t> handles_;
+  uint64_t last_desc_len_ = 0;
+  uint64_t tx_window_ = 0;
+  bool tx_known_ = false;
+  // Per call: what EL3 did (PKVM:ATOMIC's "EL3 itself failed mid-way").
+  bool el3_failed_ = false;
+  uint32_t init_version_ = 0;  // FFA_VERSION w1 ffa.c sent EL3 at init
+  std::vector<InvariantBreak> breaks_;
+  // Pages mismatched between stage-2 and EL3 after the previous op: an
+  // invariant is reported by the op that breaks it, not by every later op.
+  std::vector<uint8_t> mismatch_;
+  std::vector<uint64_t> foreign_handles_;  // transactions reported holding non-host memory
+  bool hyp_reported_ = false;
+};
+
+// Opens the target: nullptr and *error when the handler cannot be initialised.
+std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error);
+
+}  // namespace kconform::el2

@@ -1,0 +1,243 @@
+"""The QEMU target: the frame codec (also against garbled serial lines), the initramfs
+archive, crash detection on the console, judging recorded outcomes on the host, and a
+real boot of Debian's 7.3 kernel (network + QEMU; skipped with the reason when either
+is missing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from kconform import kernels, qemu
+
+# --- frames ----------------------------------------------------------------------
+
+
+def test_frame_matches_the_agents_exact_form():
+    # targets/qemu/agent/frame_test.cc Frame.ExactForm: the two sides agree.
+    assert qemu.encode_frame(7, b"ab") == "@@KC 7 6162 9e83486d@@\n"
+    assert qemu.decode_frame("@@KC 7 6162 9e83486d@@") == ("ok", 7, b"ab")
+
+
+@pytest.mark.parametrize("payload", [b"", b'{"t":"hello"}', bytes(range(256)), b"@@KC 1 00 00000000@@\n"])
+def test_frame_round_trips(payload):
+    line = qemu.encode_frame(123, payload)
+    assert qemu.decode_frame(line.rstrip("\n")) == ("ok", 123, payload)
+    assert qemu.decode_frame(line.rstrip("\n") + "\r") == ("ok", 123, payload)
+
+
+@pytest.mark.parametrize("line", [
+    "[    4.158895] reboot: Power down",
+    "",
+    "@@K 1 00 00000000@@",
+    "kconform: begin s=3 gmem/x",
+])
+def test_kernel_lines_are_not_frames(line):
+    assert qemu.decode_frame(line)[0] == "none"
+
+
+def test_every_truncation_is_rejected():
+    line = qemu.encode_frame(12, b'{"t":"op","s":1,"v":-22}').rstrip("\n")
+    for n in range(len(line)):
+        assert qemu.decode_frame(line[:n])[0] != "ok", n
+
+
+def test_every_payload_and_crc_corruption_is_rejected():
+    line = qemu.encode_frame(5, b'{"t":"op","s":1}').rstrip("\n")
+    payload_start = line.index(" ", 5) + 1
+    for i in range(payload_start, len(line)):
+        for repl in "0a9f@ Z\x00":
+            if line[i] == repl:
+                continue
+            bad = line[:i] + repl + line[i + 1:]
+            assert qemu.decode_frame(bad)[0] != "ok", (i, repl)
+
+
+def test_kernel_message_inside_a_frame_is_rejected():
+    line = qemu.encode_frame(9, b'{"t":"op","s":1}').rstrip("\n")
+    cut = line[:20] + "[   5.1] BUG: kernel NULL pointer dereference" + line[20:]
+    assert qemu.decode_frame(cut)[0] in ("malformed", "badcrc")
+
+
+def test_stream_survives_chunking_noise_and_counts_losses():
+    frames = [qemu.encode_frame(i, json.dumps({"t": "op", "i": i}).encode()) for i in range(6)]
+    garbled = frames[2][:15] + "\n"          # frame 2 cut off by a reset
+    noise = "[ 1.2] kvm: loaded\n"
+    data = (noise + frames[0] + frames[1] + garbled + noise + frames[3] + frames[5]).encode()
+    s = qemu.FrameStream()
+    got = []
+    for k in range(0, len(data), 7):        # arbitrary chunk boundaries
+        got += s.feed(data[k:k + 7])
+    assert [r["i"] for r in got] == [0, 1, 3, 5]
+    assert s.garbled == 1
+    assert s.gaps == 2                       # frames 2 and 4
+
+
+def test_stream_rejects_a_valid_crc_with_a_non_json_payload():
+    s = qemu.FrameStream()
+    assert s.feed(qemu.encode_frame(0, b"not json").encode()) == []
+    assert s.garbled == 1
+
+
+# --- initramfs ---------------------------------------------------------------------
+
+@pytest.mark.skipif(not shutil.which("cpio"), reason="cpio not installed (Debian package cpio)")
+def test_newc_archive_is_read_by_cpio(tmp_path):
+    archive = qemu.newc_archive([("init", b"#!/bin/sh\n", 0o100755),
+                                 ("kconform/scenarios/000000.kcsb", b"KCSN\x01", 0o100644)])
+    assert qemu.newc_archive([("kconform/scenarios/000000.kcsb", b"KCSN\x01", 0o100644),
+                              ("init", b"#!/bin/sh\n", 0o100755)]) == archive  # deterministic
+    r = subprocess.run(["cpio", "-idm", "--quiet"], input=archive, cwd=tmp_path, capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "init").read_bytes() == b"#!/bin/sh\n"
+    assert os.access(tmp_path / "init", os.X_OK)
+    assert (tmp_path / "kconform/scenarios/000000.kcsb").read_bytes() == b"KCSN\x01"
+
+
+# --- crash detection ---------------------------------------------------------------
+
+CONSOLE = """\
+[    5.3] kconform: begin s=7 gmem/bind/a
+[    5.4] kconform: begin s=8 gmem/bind/b
+[    5.5] WARNING: CPU: 0 PID: 71 at arch/x86/kvm/mmu/mmu.c:123 kvm_mmu_x+0x1/0x2 [kvm]
+[    5.6] BUG: kernel NULL pointer dereference, address: 0000000000000008
+[    5.7] Kernel panic - not syncing: Fatal exception
+"""
+
+
+def test_console_events_name_the_scenario_in_flight():
+    events = qemu.console_events(CONSOLE)
+    assert [(k, s) for k, _, s in events] == [("warning", 8), ("oops", 8), ("panic", 8)]
+    assert events[1][1].startswith("BUG: kernel NULL pointer dereference")
+
+
+def test_in_flight_from_frames():
+    recs = [{"t": "begin", "s": 3}, {"t": "op", "s": 3}, {"t": "end", "s": 3},
+            {"t": "begin", "s": 4}, {"t": "op", "s": 4}, {"t": "op", "s": 4}]
+    assert qemu._in_flight(recs) == (4, 2)
+    assert qemu._in_flight(recs[:3]) == (None, None)
+
+
+def test_user_kernel_must_be_a_bzimage(tmp_path):
+    p = tmp_path / "vmlinux"
+    p.write_bytes(b"\x7fELF" + bytes(1000))
+    with pytest.raises(kernels.KernelError, match="not an x86 bzImage"):
+        kernels.user_kernel(p)
+    with pytest.raises(kernels.KernelError, match="no such file"):
+        kernels.user_kernel(tmp_path / "missing")
+
+
+# --- judging recorded outcomes on the host -----------------------------------------
+
+SCENARIO = """\
+kconform-scenario 1
+abi gmem
+name test/qemu/create
+create_vm
+create_gmem vm=0 size=0x200000 flags=0
+"""
+
+IDENTITY = {"type": "identity", "target": "qemu", "release": "7.3.4+deb13-amd64", "seconds": 1.5,
+            "profile": {"write_abi": False, "page_size": 4096, "supported_flags": [3, 0],
+                        "vm_types": 1, "user_memory2": True, "gmem_on_vm_type": [True, False]},
+            "caps": [["KVM_CAP_GUEST_MEMFD_FLAGS", 3]], "cap_bits": 23}
+
+
+def _judge(engine, tmp_path, ops, name="obs.jsonl"):
+    scen = tmp_path / "s.kcs"
+    scen.write_text(SCENARIO)
+    obs = tmp_path / name
+    obs.write_text(json.dumps(IDENTITY) + "\n" + json.dumps({"type": "scenario", "s": 0, "ops": ops}) + "\n")
+    r = subprocess.run([str(engine.binary), "judge", "--observations", str(obs), str(scen)],
+                       capture_output=True, text=True)
+    return r, [json.loads(l) for l in r.stdout.splitlines()]
+
+
+def test_judge_replays_recorded_outcomes_through_the_model(engine, tmp_path):
+    r, recs = _judge(engine, tmp_path, [[0, 0, 0], [0, 0, 0]])
+    assert r.returncode == 0, r.stderr
+    target = recs[1]
+    assert (target["target"], target["release"], target["profile"]) == ("qemu", "7.3.4+deb13-amd64", "gmem-base")
+    assert [x["verdict"] for x in recs if x["type"] == "op"] == ["pass", "pass"]
+    assert recs[-1]["seconds"] == 1.5
+
+
+def test_judge_finds_a_lie(engine, tmp_path):
+    r, recs = _judge(engine, tmp_path, [[0, 0, 0], [1, 22, 0]])  # create_gmem: EINVAL
+    assert r.returncode == 1, r.stderr
+    assert [x["verdict"] for x in recs if x["type"] == "op"] == ["pass", "violation"]
+
+
+def test_judge_stops_at_the_last_recorded_op(engine, tmp_path):
+    r, recs = _judge(engine, tmp_path, [[0, 0, 0]])  # the guest died in op 1
+    assert r.returncode == 0, r.stderr
+    assert [x["op"] for x in recs if x["type"] == "op"] == [0]
+
+
+def test_judge_rejects_bad_observations(engine, tmp_path):
+    scen = tmp_path / "s.kcs"
+    scen.write_text(SCENARIO)
+    obs = tmp_path / "bad.jsonl"
+    obs.write_text(json.dumps({"type": "scenario", "s": 5, "ops": []}) + "\n")
+    r = subprocess.run([str(engine.binary), "judge", "--observations", str(obs), str(scen)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "field 's'" in r.stderr
+
+
+# --- a real boot ---------------------------------------------------------------------
+
+def _qemu_missing() -> str | None:
+    if not shutil.which(qemu.QEMU):
+        return f"{qemu.QEMU} not installed (./kconform run --target qemu installs group 'qemu')"
+    if not qemu.BUSYBOX.is_file():
+        return "busybox-static not installed"
+    if os.environ.get("KCONFORM_OFFLINE"):
+        return "KCONFORM_OFFLINE set"
+    return None
+
+
+@pytest.fixture(scope="module")
+def debian_kernel():
+    why = _qemu_missing()
+    if why:
+        pytest.skip(why)
+    try:
+        return kernels.fetch("debian:7.3", progress=lambda m: None)
+    except kernels.KernelError as e:
+        pytest.skip(f"Debian 7.3 kernel unavailable: {str(e).splitlines()[0]}")
+
+
+@pytest.mark.network
+def test_debian_7_3_boots_and_runs_scenarios(engine, debian_kernel, tmp_path):
+    files = [str(REPO / "corpora/gmem/create.kcs")]
+    raw = tmp_path / "verdicts-qemu.jsonl"
+    t0 = time.monotonic()
+    run = qemu.run_target(engine.binary, files, raw, tmp_path, None, "tcg", lambda m: None)
+    assert time.monotonic() - t0 < 300
+    assert run.name == "qemu" and run.release.startswith("7.3.4")
+    assert run.counts["pass"] > 0
+    assert run.findings == [], run.findings
+    assert run.summary["boot_to_first_op_seconds"] is not None
+    obs = (tmp_path / "qemu" / "observations.jsonl").read_text().splitlines()
+    assert json.loads(obs[0])["cap_bits"] & 1
+
+
+@pytest.mark.network
+def test_boot_timeout_is_a_finding_and_qemu_is_killed(engine, debian_kernel, tmp_path):
+    pack = tmp_path / "p"
+    pack.mkdir()
+    initrd = qemu.build_initramfs(debian_kernel, qemu.agent_binary(), pack, tmp_path, lambda m: None)
+    boot = qemu.boot_once(debian_kernel, initrd, tmp_path, "tcg", 0, lambda m: None, boot_timeout=0.5)
+    assert boot.crash is not None and boot.crash.kind == "boot-timeout"
+    assert boot.exit_code is not None  # the process is gone
+    r = subprocess.run(["pgrep", "-f", str(tmp_path / "frames-0.log")], capture_output=True)
+    assert r.returncode == 1, "a QEMU process outlived the boot"
