@@ -24,21 +24,41 @@ std::string hex(uint64_t v) {
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
 }
+
+// FF-A evidence: " x<i>=<hex>" for each register in mask, then " state=<hex>".
+// FFA_ERROR's status code (w2) is also shown as a signed number.
+std::string regs_evidence(const std::array<uint64_t, 8>& regs, uint8_t mask, bool with_state, uint64_t state) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) {
+    if (!(mask >> i & 1)) continue;
+    s += " x" + std::to_string(i) + "=" + hex(regs[i]);
+    if (i == 2 && (mask & 1) && (regs[0] & 0xffffffffu) == 0x84000060u)  // FFA_ERROR
+      s += "(" + std::to_string(static_cast<int32_t>(regs[2] & 0xffffffffu)) + ")";
+  }
+  if (with_state) s += " state=" + hex(state);
+  return s;
+}
 }  // namespace
 
 std::string to_string(const Outcome& o) {
+  std::string s;
   switch (o.kind) {
-    case Outcome::Kind::kOk: {
-      std::string s = "ok " + std::to_string(o.value);
+    case Outcome::Kind::kOk:
+      s = "ok " + std::to_string(o.value);
       if (o.aux) s += " aux=" + hex(o.aux);
-      return s;
-    }
+      break;
     case Outcome::Kind::kErrno:
-      return "errno " + errno_name(static_cast<int>(o.value));
+      s = "errno " + errno_name(static_cast<int>(o.value));
+      break;
     case Outcome::Kind::kSignal:
-      return "signal " + signal_name(static_cast<int>(o.value));
+      s = "signal " + signal_name(static_cast<int>(o.value));
+      break;
   }
-  return "?";
+  // FF-A outcomes carry registers and a state digest: show the non-zero ones.
+  uint8_t mask = 0;
+  for (int i = 0; i < 8; ++i)
+    if (o.regs[i]) mask |= static_cast<uint8_t>(1u << i);
+  return s + regs_evidence(o.regs, mask, o.state != 0, o.state);
 }
 
 std::string to_string(const Allowed& a) {
@@ -56,6 +76,8 @@ std::string to_string(const Allowed& a) {
       s = "signal " + signal_name(static_cast<int>(a.lo));
       break;
   }
+  // FF-A: the registers the model constrains and the state it demands.
+  s += regs_evidence(a.regs, a.regs_mask, a.check_state, a.state);
   return s + " [" + rule_info(a.rule).id + "]";
 }
 

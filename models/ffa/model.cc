@@ -7,6 +7,7 @@
 
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/desc.h"
+#include "models/ffa/harness_ops.h"
 
 namespace kconform::ffa {
 namespace {
@@ -152,15 +153,7 @@ class FfaModel final : public Model {
       auto step = std::make_unique<Step>();
       proxy_call(*world_, in, c->variant, step.get());
     }
-    if (op.code == kOpMemShare || op.code == kOpMemLend || op.code == kOpMemDonate) {
-      uint64_t h = kInvalidHandle;
-      const uint64_t x0 = observed.regs[0] & 0xffffffffu;
-      if (x0 == kFnSuccess32 || observed.regs[0] == kFnSuccess64)
-        h = (observed.regs[2] & 0xffffffffu) | (observed.regs[3] & 0xffffffffu) << 32;
-      else if (x0 == kFnMemFragRx)
-        h = (observed.regs[1] & 0xffffffffu) | (observed.regs[2] & 0xffffffffu) << 32;
-      handles_.push_back(h);
-    }
+    if (is_producer(op.code)) handles_.push_back(produced_handle(observed.regs.data()));
   }
 
  private:
@@ -182,120 +175,19 @@ class FfaModel final : public Model {
     choices_.push_back(c);
   }
 
-  uint64_t handle(uint64_t slot) const { return slot < handles_.size() ? handles_[slot] : kInvalidHandle; }
+  uint64_t handle(uint64_t slot) const { return slot_handle(handles_, slot); }
 
-  void host_regs(const Op& op, uint64_t in[8]) const {
-    for (int k = 0; k < 8; ++k) in[k] = 0;
-    const auto& a = op.args;
-    auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~0x40000000u) : fid64; };
-    switch (op.code) {
-      case kOpVersion: in[0] = kFnVersion, in[1] = a[0]; break;
-      case kOpFeatures: in[0] = kFnFeatures, in[1] = a[0], in[2] = a[1]; break;
-      case kOpIdGet: in[0] = kFnIdGet; break;
-      case kOpPartitionInfo:
-        in[0] = kFnPartitionInfoGet;
-        for (int k = 0; k < 5; ++k) in[k + 1] = a[k];
-        break;
-      case kOpRxtxMap: in[0] = conv(a[3], kFnRxtxMap64), in[1] = a[0], in[2] = a[1], in[3] = a[2]; break;
-      case kOpRxtxUnmap: in[0] = kFnRxtxUnmap, in[1] = a[0]; break;
-      case kOpRxRelease: in[0] = kFnRxRelease, in[1] = a[0]; break;
-      case kOpMemShare:
-      case kOpMemLend:
-      case kOpMemDonate: {
-        const uint32_t fid = op.code == kOpMemShare ? kFnMemShare64 : op.code == kOpMemLend ? kFnMemLend64 : kFnMemDonate64;
-        in[0] = conv(a[4], fid);
-        in[1] = a[0] == kArgAuto ? last_desc_len_ : a[0];
-        in[2] = a[1] == kArgAuto ? last_desc_len_ : a[1];
-        in[3] = a[2], in[4] = a[3];
-        break;
-      }
-      case kOpMemFragTx: {
-        const uint64_t h = handle(a[0]);
-        in[0] = kFnMemFragTx, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1], in[4] = a[2] << 16;
-        break;
-      }
-      case kOpMemReclaim: {
-        const uint64_t h = handle(a[0]) ^ a[2];
-        in[0] = kFnMemReclaim, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1];
-        break;
-      }
-      case kOpMemReclaim2: {
-        const uint64_t h = handle(a[0]) ^ a[6];
-        in[0] = kFnMemReclaim2, in[1] = h & 0xffffffffu, in[2] = h >> 32;
-        in[3] = a[1], in[4] = a[2], in[5] = a[3], in[6] = a[4], in[7] = a[5];
-        break;
-      }
-      case kOpRaw:
-        for (int k = 0; k < 8; ++k) in[k] = a[k];
-        break;
-      default: break;
-    }
-  }
+  void host_regs(const Op& op, uint64_t in[8]) const { ffa::host_regs(op, handles_, last_desc_len_, in); }
 
-  static std::vector<Constituent> ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved) {
-    std::vector<Constituent> rs;
-    for (size_t o = 0; o + kRangeRecordBytes <= blob.size(); o += kRangeRecordBytes) {
-      Constituent c;
-      get_u64(blob, o, &c.address);
-      get_u32(blob, o + 8, &c.pages);
-      c.reserved = reserved;
-      rs.push_back(c);
-    }
-    return rs;
-  }
-
-  // Writes bytes into the host TX window of mem at offset; returns how many
-  // (HARNESS:TX: nothing unless the whole window is host memory).
-  uint64_t write_tx(std::vector<uint8_t>& mem, uint64_t offset, const uint8_t* data, uint64_t n) const {
-    const uint64_t mbox = profile_.mbox_bytes(), host_end = profile_.phys_base + profile_.host_pages * profile_.page_size;
-    if (!tx_known_ || tx_window_ < profile_.phys_base || tx_window_ > host_end || mbox > host_end - tx_window_ ||
-        offset >= mbox)
-      return 0;
-    const uint64_t len = n < mbox - offset ? n : mbox - offset;
-    uint8_t* dst = mem.data() + (tx_window_ - profile_.phys_base) + offset;
-    for (uint64_t k = 0; k < len; ++k) dst[k] = data[k];
-    return len;
-  }
-
+  // Writes a tx_* op's bytes into the host TX window of mem; returns how many
+  // (HARNESS:TX, harness_ops.h).
   uint64_t tx_op(const Scenario& s, const Op& op, std::vector<uint8_t>& mem, uint64_t* desc_len) const {
-    const auto& a = op.args;
-    switch (op.code) {
-      case kOpTxWrite: {
-        const auto& blob = s.blobs[a[1]];
-        return write_tx(mem, a[0], blob.data(), blob.size());
-      }
-      case kOpTxConstituents: {
-        std::vector<Constituent> rs = ranges_of(s.blobs[a[1]], static_cast<uint32_t>(a[2]));
-        std::vector<uint8_t> bytes(rs.size() * kConstituentSize);
-        build_constituents(rs.data(), static_cast<uint32_t>(rs.size()), bytes);
-        return write_tx(mem, a[0], bytes.data(), bytes.size());
-      }
-      default: {  // kOpTxMemDesc
-        std::vector<Constituent> rs = ranges_of(s.blobs[a[9]], 0);
-        DescSpec d;
-        d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
-        d.sender = static_cast<uint16_t>(a[1]);
-        d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
-        d.n_receivers = 1;
-        if (a[4] != kNoReceiver) {
-          d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
-          d.n_receivers = 2;
-        }
-        d.attributes = static_cast<uint16_t>(a[6]);
-        d.flags = static_cast<uint32_t>(a[7]);
-        d.tag = a[8];
-        d.n_ranges = static_cast<uint32_t>(rs.size());
-        d.ranges = rs.data();
-        d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
-        d.ep_mem_size = a[14];
-        const uint64_t size = region_size(d);
-        if (size > (1u << 20)) return 0;  // HARNESS:TX: larger than any mailbox
-        std::vector<uint8_t> bytes(size);
-        build_region(d, bytes);
-        if (desc_len) *desc_len = size;
-        return write_tx(mem, a[15], bytes.data(), bytes.size());
-      }
-    }
+    const TxWrite w = tx_bytes(s, op);
+    if (w.is_desc && desc_len) *desc_len = w.desc_len;
+    const uint64_t len = tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
+    uint8_t* dst = mem.data() + (tx_window_ - profile_.phys_base) + w.offset;
+    for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
+    return len;
   }
 
   void sp_op(World& w, const Op& op, uint64_t r[kNumRegs]) const {

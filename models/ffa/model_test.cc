@@ -12,6 +12,7 @@
 
 #include "harness/scenario/codec.h"
 #include "models/common/rules.h"
+#include "models/ffa/harness_ops.h"
 #include "models/ffa/model.h"
 #include "oracles/oracle.h"
 
@@ -379,6 +380,168 @@ TEST(FfaModel, El3ErrorOnReclaimLeavesPagesShared) {
     EXPECT_EQ(a.regs[0], kFnError);
     EXPECT_EQ(a.state, shared);
   }
+}
+
+// PKVM:MBOX: the hypervisor maps its pair with the SPMC when the host maps
+// its own and unmaps it with the host's; a reclaim needs it.
+TEST(FfaModel, ReclaimNeedsTheHostMailboxBecauseThePairIsMappedLazily) {
+  const ProxyProfile p = profile(4096, false);
+  const std::string sh = share(0x80010000, 2);
+  const uint64_t shared = Play(p, scenario(p, kFull, sh)).final_state();
+  // Share, unmap, reclaim: the proxy has no mailbox at EL3, so the reclaim
+  // fails (DENIED or INVALID_PARAMETERS) and the pages stay shared.
+  Play gone(p, scenario(p, kFull, sh + "rxtx_unmap\nmem_reclaim handle=0"));
+  ASSERT_TRUE(gone.play(gone.s.ops.size() - 1)) << gone.error;
+  const Expectation e = gone.expect_last();
+  ASSERT_FALSE(e.allowed.empty());
+  for (const Allowed& a : e.allowed) {
+    EXPECT_EQ(a.regs[0], kFnError) << to_string(a);
+    const int32_t code = static_cast<int32_t>(a.regs[2] & 0xffffffffu);
+    EXPECT_TRUE(code == kDenied || code == kInvalidParameters) << to_string(a);
+    EXPECT_EQ(a.rule, *rule_by_id("FFA.MBOX.TX_REQUIRED"));
+    EXPECT_EQ(a.state, gone.last_state);
+  }
+  // Map again: the pair is relayed to EL3 again and the reclaim succeeds.
+  const uint64_t base = Play(p, scenario(p, kFull, "id_get")).final_state();
+  const uint64_t back = Play(p, scenario(p, kFull, sh + "rxtx_unmap\nrxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
+                                                       "mem_reclaim handle=0"))
+                            .final_state();
+  EXPECT_EQ(back, base);
+  EXPECT_NE(shared, base);
+}
+
+// With no host pair ever mapped, a version-only session still works and a
+// reclaim of a bogus handle is refused without state change.
+TEST(FfaModel, NoMailboxAtEl3BeforeTheHostMapsOne) {
+  const ProxyProfile p = profile(16384, false);
+  Play run(p, scenario(p, kNoMap, "raw fid=MEM_RECLAIM x1=1 x2=0x80000000"));
+  ASSERT_TRUE(run.ok()) << run.error;
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  for (const Allowed& a : run.expect_last().allowed) EXPECT_EQ(a.regs[0], kFnError) << to_string(a);
+}
+
+// The verdict's evidence: allowed outcomes name their registers and state.
+TEST(FfaModel, AllowedOutcomesPrintRegistersAndState) {
+  const ProxyProfile p = profile(4096, false);
+  Play run(p, scenario(p, kFull, share(0x80010000, 1, "sender=1")));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  const Expectation e = run.expect_last();
+  ASSERT_FALSE(e.allowed.empty());
+  const std::string s = to_string(e.allowed[0]);
+  EXPECT_NE(s.find("x0=0x84000060"), std::string::npos) << s;
+  EXPECT_NE(s.find("x2="), std::string::npos) << s;
+  EXPECT_NE(s.find("(-2)"), std::string::npos) << s;
+  EXPECT_NE(s.find(" state=0x"), std::string::npos) << s;
+  EXPECT_NE(s.find("[FFA.DESC.SENDER]"), std::string::npos) << s;
+  Outcome o = Outcome::ok(0);
+  o.regs[0] = kFnSuccess32;
+  o.regs[2] = 0x1234;
+  o.state = 0xabc;
+  EXPECT_EQ(to_string(o), "ok 0 x0=0x84000061 x2=0x1234 state=0xabc");
+  EXPECT_EQ(to_string(Outcome::ok(3)), "ok 3");  // gmem outcomes unchanged
+}
+
+// harness_ops.h: one op -> one register set, for the model and the EL2 target.
+TEST(FfaHarnessOps, HostRegsAndTxBytes) {
+  std::vector<Scenario> v;
+  std::string err;
+  ASSERT_TRUE(parse_text("kconform-scenario 1\nabi ffa\nname t\n"
+                         "tx_mem_desc ranges=" + R1(0x80010000, 2) + "\n"
+                         "mem_share conv=SMC32\n"
+                         "mem_frag_tx handle=0 frag_len=16 sender=3\n"
+                         "mem_reclaim2 handle=0 flags=ZERO offset=16 count=2 page_index=1 total_pages=5 handle_xor=1\n"
+                         "tx_constituents offset=32 ranges=" + R1(0x80020000, 3) + " reserved=7\n",
+                         "<t>", &v, &err))
+      << err;
+  const Scenario& s = v[0];
+  const TxWrite d = tx_bytes(s, s.ops[0]);
+  EXPECT_TRUE(d.is_desc);
+  EXPECT_EQ(d.desc_len, 48u + 32u + 16u + 16u);  // v1.2 header, one EMAD, composite, one constituent
+  EXPECT_EQ(d.bytes.size(), d.desc_len);
+  const std::vector<uint64_t> handles = {0x8000000000000001ull};
+  uint64_t in[8];
+  host_regs(s.ops[1], handles, d.desc_len, in);
+  EXPECT_EQ(in[0], kFnMemShare32);
+  EXPECT_EQ(in[1], d.desc_len);
+  EXPECT_EQ(in[2], d.desc_len);
+  host_regs(s.ops[2], handles, 0, in);
+  EXPECT_EQ(in[0], kFnMemFragTx);
+  EXPECT_EQ(in[1], 1u);
+  EXPECT_EQ(in[2], 0x80000000u);
+  EXPECT_EQ(in[3], 16u);
+  EXPECT_EQ(in[4], 3u << 16);
+  host_regs(s.ops[3], handles, 0, in);
+  EXPECT_EQ(in[0], kFnMemReclaim2);
+  EXPECT_EQ(in[1], 0u);  // handle ^ 1
+  EXPECT_EQ((std::vector<uint64_t>{in[3], in[4], in[5], in[6], in[7]}), (std::vector<uint64_t>{1, 16, 2, 1, 5}));
+  host_regs(s.ops[3], {}, 0, in);  // no slot: FFA_MEMORY_HANDLE_INVALID ^ 1
+  EXPECT_EQ(in[1], 0xfffffffeu);
+  const TxWrite c = tx_bytes(s, s.ops[4]);
+  EXPECT_FALSE(c.is_desc);
+  EXPECT_EQ(c.offset, 32u);
+  ASSERT_EQ(c.bytes.size(), 16u);
+  EXPECT_EQ(c.bytes[12], 7u);  // reserved word
+  // HARNESS:TX clipping.
+  ProxyProfile p = profile(4096, false);
+  EXPECT_EQ(tx_clip(p, false, 0x80000000, 0, 16), 0u);
+  EXPECT_EQ(tx_clip(p, true, 0x80000000, 4090, 16), 6u);
+  EXPECT_EQ(tx_clip(p, true, 0x80000000 + 64 * 4096, 0, 16), 0u);  // the hypervisor's memory
+  // HARNESS:SLOTS.
+  const uint64_t ok[8] = {kFnSuccess64, 0, 5, 0x80000000}, frag[8] = {kFnMemFragRx, 5, 0x80000000, 112};
+  const uint64_t bad[8] = {kFnError, 0, static_cast<uint32_t>(kDenied)};
+  EXPECT_EQ(produced_handle(ok), 0x8000000000000005ull);
+  EXPECT_EQ(produced_handle(frag), 0x8000000000000005ull);
+  EXPECT_EQ(produced_handle(bad), kInvalidHandle);
+}
+
+// DESC:EP-COUNT: two valid receivers may be shared or refused (a one-borrower
+// Relayer); refused means no change.
+TEST(FfaModel, TwoReceiversMayBeRefusedByARelayerThatSupportsOne) {
+  const ProxyProfile p = profile(4096, false);
+  Play run(p, scenario(p, kFull, share(0x80010000, 1, "receiver2=0x8002")));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  bool ok = false, refused = false;
+  for (const Allowed& a : run.expect_last().allowed) {
+    ok |= a.regs[0] == kFnSuccess32;
+    refused |= a.regs[0] == kFnError && static_cast<int32_t>(a.regs[2]) == kInvalidParameters &&
+               a.state == run.last_state && a.rule == *rule_by_id("FFA.DESC.EP_COUNT");
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(refused);
+}
+
+// DESC:PAGES + PKVM:OWNERSHIP: a zero-page constituent at address 0 may get
+// DENIED; at host-owned memory only INVALID_PARAMETERS.
+TEST(FfaModel, ZeroPageConstituentOutsideHostMemoryMayBeDenied) {
+  const ProxyProfile p = profile(4096, false);
+  for (uint64_t addr : {0ull, 0x80020000ull}) {
+    SCOPED_TRACE(addr);
+    Play run(p, scenario(p, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {addr, 0}}) + "\nmem_share\n"));
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    bool denied = false;
+    for (const Allowed& a : run.expect_last().allowed) {
+      EXPECT_EQ(a.regs[0], kFnError);
+      EXPECT_EQ(a.state, run.last_state);
+      denied |= static_cast<int32_t>(a.regs[2]) == kDenied;
+    }
+    EXPECT_EQ(denied, addr == 0);
+  }
+}
+
+// MEM:FRAGMENT: a first fragment whose header names an unknown receiver may be
+// refused at once or relayed (the SPMC refuses at the end).
+TEST(FfaModel, FirstFragmentWithABadHeaderMayBeRefusedAtOnce) {
+  const ProxyProfile p = profile(4096, false);
+  Play run(p, scenario(p, kFull, "tx_mem_desc receiver=0x8003 ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) +
+                                     "\nmem_share frag_len=112\n"));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  bool frag_rx = false, refused = false;
+  for (const Allowed& a : run.expect_last().allowed) {
+    frag_rx |= a.regs[0] == kFnMemFragRx;
+    refused |= a.regs[0] == kFnError && a.state == run.last_state && a.rule == *rule_by_id("FFA.DESC.RECEIVER");
+  }
+  EXPECT_TRUE(frag_rx);
+  EXPECT_TRUE(refused);
 }
 
 TEST(FfaModel, ScenarioTextRoundTrips) {

@@ -67,12 +67,11 @@ void World::reset(const ProxyProfile& p, std::span<uint8_t> mem) {
   c.ns_base = p.phys_base;
   c.ns_size = p.ram_bytes();
   spmc.reset(c, mem, p.phys_base);
-  // At initialisation the hypervisor negotiates its version and maps its own
-  // mailboxes with the SPMC (SPEC.md PKVM:MBOX).
+  // At initialisation the hypervisor negotiates its version with the SPMC. It
+  // maps its own mailboxes there only when the host registers its pair
+  // (FFA_RXTX_MAP relayed, SPEC.md PKVM:MBOX), not here.
   uint64_t in[kNumRegs] = {kFnVersion, p.version}, out[kNumRegs];
   spmc.smc(in, out);
-  uint64_t map[kNumRegs] = {kFnRxtxMap64, hyp_tx_pa(), hyp_rx_pa(), p.mbox_bytes() / kFfaPage};
-  spmc.smc(map, out);
   proxy.host_version = spmc.ns_version();
 }
 
@@ -152,7 +151,7 @@ void check_host_range(const World& w, const Constituent& c, uint32_t i, Step* s)
   if (c.address % ps || len % ps) {
     s->hits.broke(kFfaProxyGranule, "constituent %u (%#llx, %u pages) not %#llx-granular", i,
                   static_cast<unsigned long long>(c.address), c.pages, static_cast<unsigned long long>(ps));
-    s->fail(kFfaProxyGranule, {kInvalidParameters});
+    s->fail(kFfaProxyGranule, {kInvalidParameters, kDenied});
   } else {
     s->hits.pass(kFfaProxyGranule);
   }
@@ -297,6 +296,16 @@ void do_rxtx_map(World& w, const uint64_t* a, Step* s) {
     s->hits.pass(kFfaMboxMapOwned);
   }
   if (s->failed) return;
+  // The proxy relays the registration: its own pair is mapped with the SPMC
+  // now (PKVM:MBOX). If EL3 refuses, the host's call fails with its error and
+  // nothing changes.
+  uint64_t out[kNumRegs];
+  spmc_call(w, {kFnRxtxMap64, w.hyp_tx_pa(), w.hyp_rx_pa(), w.profile->mbox_bytes() / kFfaPage}, out, nullptr);
+  if (!is_success(out)) {
+    s->hits.pass(kFfaMboxMapOk);
+    s->error(kFfaMboxMapOk, is_error(out) ? error_code(out) : kAborted, true);
+    return;
+  }
   set_range(w, tx, len, PageView::kSharedHyp);
   set_range(w, rx, len, PageView::kSharedHyp);
   w.proxy.mapped = true;
@@ -312,6 +321,9 @@ void do_rxtx_unmap(World& w, const uint64_t* a, Step* s) {
     s->fail(kFfaMboxUnmap, {kInvalidParameters});
     return;
   }
+  // The proxy's own pair is unmapped from the SPMC with the host's (PKVM:MBOX).
+  uint64_t out[kNumRegs];
+  spmc_call(w, {kFnRxtxUnmap, 0}, out, nullptr);
   const uint64_t len = w.profile->mbox_bytes();
   set_range(w, w.proxy.tx_pa, len, PageView::kOwned);
   set_range(w, w.proxy.rx_pa, len, PageView::kOwned);
@@ -386,11 +398,36 @@ bool take_ranges(World& w, std::span<const uint8_t> buf, uint64_t off, uint32_t 
     else if (c.address > ~0ull - static_cast<uint64_t>(c.pages) * kFfaPage) e = DescError::kAddrOverflow;
     else if (overlaps_any(c, list, *count)) e = DescError::kOverlap;
     check_desc_error(e, s);
+    if (e == DescError::kPageCount && !range_is(w, c.address, kFfaPage, PageView::kOwned)) {
+      // A zero-page constituent whose address is not memory the host owns
+      // breaks PKVM:OWNERSHIP too: the union of both guards' errors.
+      s->hits.broke(kFfaProxyHostMemory, "constituent %u (%#llx, 0 pages) not at host-owned memory", *count,
+                    static_cast<unsigned long long>(c.address));
+      s->fail(kFfaProxyHostMemory, {kInvalidParameters, kDenied});
+    }
+    // A constituent-local fault (alignment, wrap-around) also fails the
+    // proxy's granule/ownership guards: the allowed errors are the union.
+    if (e == DescError::kAddrAlign || e == DescError::kAddrOverflow) check_host_range(w, c, *count, s);
     if (e != DescError::kOk) continue;
     check_host_range(w, c, *count, s);
     if (*count < kMaxRanges) list[(*count)++] = c;
   }
   return !s->failed;
+}
+
+bool known_receiver(uint16_t id, const void* ctx) {
+  const SpmcConfig& c = *static_cast<const SpmcConfig*>(ctx);
+  for (uint32_t i = 0; i < c.n_sps; ++i)
+    if (c.sp_ids[i] == id) return true;
+  return false;
+}
+
+// DESC:EP-COUNT: a Relayer may support fewer receivers than the model's limit
+// (a single borrower, say). Refusing more than one is allowed, with no change.
+void allow_receiver_limit(const MemRegion& r, Step* s) {
+  if (r.ep_count <= 1) return;
+  s->hits.pass(kFfaDescEpCount);
+  s->error(kFfaDescEpCount, kInvalidParameters, true);
 }
 
 void do_send(World& w, uint32_t fid, MemKind kind, const uint64_t* a, uint32_t variant, Step* s) {
@@ -407,6 +444,10 @@ void do_send(World& w, uint32_t fid, MemKind kind, const uint64_t* a, uint32_t v
     s->fail(kFfaMboxTxRequired, {kInvalidParameters, kDenied});
   } else {
     s->hits.pass(kFfaMboxTxRequired);
+  // PKVM:MBOX: the proxy's RX mirrors the host's; while the host owns its RX
+  // (data not yet released) the proxy's RX at EL3 may be full too, and the
+  // retrieve request gets BUSY: the reclaim may fail with BUSY, no change.
+  if (w.proxy.rx_held) s->error(kFfaMboxRxRelease, kBusy, true);
   }
   if (total == 0 || frag == 0 || frag > total || frag > mbox) {
     s->hits.broke(kFfaProxyMemArgs, "total %u, fragment %u, mailbox %#llx", total, frag,
@@ -440,6 +481,7 @@ void do_send(World& w, uint32_t fid, MemKind kind, const uint64_t* a, uint32_t v
     s->hits.broke(kFfaDescSender, "sender %#x", r.sender);
     s->fail(kFfaDescSender, {kInvalidParameters});
   }
+  allow_receiver_limit(r, s);
   Constituent list[kMaxRanges];
   uint32_t n = 0;
   if (frag == total) {
@@ -468,7 +510,16 @@ void do_send(World& w, uint32_t fid, MemKind kind, const uint64_t* a, uint32_t v
     if (kind == MemKind::kLend) s->hits.pass(kFfaProxyShareOk);
     return;
   }
-  // First of several fragments: whole constituents only.
+  // First of several fragments. The header and endpoint array are all here
+  // (DESC:HEADER): a Relayer may already refuse what they break, or relay and
+  // let the SPMC refuse the whole descriptor at the last fragment.
+  const DescError early = check_semantics(r, kind, kHostId, known_receiver, &w.spmc.config());
+  if (early != DescError::kOk) {
+    s->hits.add(desc_error_rule(early), true);
+    s->hits.note("first fragment: %s", desc_error_name(early));
+    s->error(desc_error_rule(early), kInvalidParameters, true);
+  }
+  // Whole constituents only.
   const uint64_t here = frag > r.ranges_off ? frag - r.ranges_off : 0;
   if (here % kConstituentSize) {
     s->hits.broke(kFfaProxyFragment, "fragment ends inside a constituent");
@@ -543,7 +594,15 @@ void do_frag_tx(World& w, const uint64_t* a, uint32_t variant, Step* s) {
   const uint32_t added_from = ps.frag_n;
   copy_host_tx(w, frag);
   uint64_t out[kNumRegs];
+  const Fault armed = w.spmc.armed();
   spmc_call(w, {kFnMemFragTx, handle & 0xffffffffu, handle >> 32, frag, 0}, out, &s->hits);
+  if (is_error(out) && armed != Fault::kNone && w.spmc.armed() == Fault::kNone) {
+    // EL3 misbehaved (HARNESS:EL3) and may still hold the send in flight:
+    // PKVM:DISTRUST, not PKVM:ATOMIC. Undoing this fragment only (the state
+    // before the call) is allowed besides a full rollback.
+    s->hits.add(kFfaProxyEl3Fault, false);
+    s->error(kFfaProxyEl3Fault, error_code(out), true);
+  }
   if (is_error(out)) {
     ps.frag_n = added_from;
     rollback_frag(w);
@@ -580,6 +639,20 @@ void do_reclaim(World& w, const uint64_t* a, Step* s) {
   const uint32_t flags = w32(a[3]);
   const Transaction* t = w.spmc.find(handle);
   const bool partial = t && t->complete && t->reclaimed_count;
+  // The proxy learns the pages through its own mailbox, which is mapped with
+  // the SPMC only while the host has a pair mapped (PKVM:MBOX): without one it
+  // cannot reclaim.
+  if (!w.proxy.mapped) {
+    s->hits.broke(kFfaMboxTxRequired, "no mailbox pair mapped: the proxy cannot retrieve %#llx",
+                  static_cast<unsigned long long>(handle));
+    s->fail(kFfaMboxTxRequired, {kDenied, kInvalidParameters});
+    return;
+  }
+  s->hits.pass(kFfaMboxTxRequired);
+  // PKVM:MBOX: the proxy's RX mirrors the host's; while the host owns its RX
+  // (data not yet released) the proxy's RX at EL3 may be full too, and the
+  // retrieve request gets BUSY: the reclaim may fail with BUSY, no change.
+  if (w.proxy.rx_held) s->error(kFfaMboxRxRelease, kBusy, true);
   // 1. Learn the transaction's pages: hypervisor retrieve request.
   const Layout l = layout_for(w.spmc.ns_version());
   const uint32_t req_len = header_size(l);
@@ -609,6 +682,12 @@ void do_reclaim(World& w, const uint64_t* a, Step* s) {
   if ((out[0] & 0xffffffffu) != kFnMemRetrieveResp || flen == 0 || flen > total || flen > mbox ||
       total > kMaxDescBytes) {
     bogus = true;
+    // The proxy owns its RX after a retrieve response, usable or not: it
+    // gives it back (MBOX:RX-RELEASE), or every later reclaim would be BUSY.
+    if ((out[0] & 0xffffffffu) == kFnMemRetrieveResp) {
+      uint64_t rel[kNumRegs];
+      spmc_call(w, {kFnRxRelease}, rel, nullptr);
+    }
   } else {
     uint32_t got = 0;
     uint32_t len = flen;
@@ -843,6 +922,16 @@ void proxy_call(World& w, const uint64_t in[8], uint32_t variant, Step* s) {
   }
   a[0] = fid;
   if (upper) s->hits.pass(kFfaSmc32Upper);
+  // VERSION:NEGOTIATE: the host negotiates with FFA_VERSION before any other
+  // FF-A ABI; a proxy may refuse calls made before (no state change).
+  if (!w.proxy.version_fixed && fid != kFnVersion) {
+    s->hits.pass(kFfaVersionNegotiate);
+    s->error(kFfaVersionNegotiate, kInvalidParameters, true);
+    s->error(kFfaVersionNegotiate, kNotSupported, true);
+  }
+  // SMCCC:32: FFA_RXTX_MAP has an SMC32 and an SMC64 form; a callee may
+  // implement only one (FFA_FEATURES tells which).
+  if (fid == kFnRxtxMap32) s->error(kFfaMboxMapOk, kNotSupported, true);
   switch (fid) {
     case kFnVersion: return do_version(w, a, s);
     case kFnFeatures: return do_features(w, a, s);

@@ -1308,3 +1308,45 @@ TEST(GmemModel, BeginResets) {
 
 }  // namespace
 }  // namespace kconform::gmem
+
+namespace kconform::gmem {
+namespace {
+
+// A delete (size 0) with unaligned fields may be rejected by the standard
+// checks before the delete (SPEC.md BIND:DELETE), or succeed.
+TEST(GmemBind, DeleteWithUnalignedFieldsMayFailTheStandardChecks) {
+  Scenario s;
+  s.name = "t";
+  s.ops.push_back(Op{kCreateVm, {}});
+  Op del{kBind, {}};
+  del.args = {0, 0, 0x1001, 0, 0, 0, kMemGuestMemfd};  // vm slot gpa size gmem gmem_offset flags
+  s.ops.push_back(del);
+  Op create{kCreateGmem, {}};
+  create.args = {0, 0x4000, 0};
+  s.ops.insert(s.ops.begin() + 1, create);
+  Profile p;
+  p.user_memory2 = true;
+  p.supported_flags[0] = kFlagMmap | kFlagInitShared;
+  p.gmem_on_vm_type[0] = true;
+  auto m = make_model(p);
+  m->begin(s);
+  Expectation e;
+  for (size_t i = 0; i < 2; ++i) {
+    e.clear();
+    m->expect(s, i, e);
+    m->commit(s, i, Outcome::ok());
+  }
+  e.clear();
+  m->expect(s, 2, e);
+  auto admits = [&](const Outcome& o) {
+    for (const Allowed& a : e.allowed)
+      if (a.admits(o)) return true;
+    return false;
+  };
+  EXPECT_TRUE(admits(Outcome::err(EINVAL)));
+  EXPECT_TRUE(admits(Outcome::ok()));
+  EXPECT_FALSE(admits(Outcome::err(EEXIST)));
+}
+
+}  // namespace
+}  // namespace kconform::gmem

@@ -181,8 +181,12 @@ void expect_bind(const State& st, const Op& op, Expectation& out) {
   } else {
     g.pass(kGmemBindFlags);
   }
-  // memory_size 0 deletes the slot.
+  // memory_size 0 deletes the slot. The standard checks of the other fields
+  // may still run first (SPEC.md BIND:DELETE): unaligned fields may fail.
   if (a.size == 0) {
+    if (!aligned(a.gpa, st.page())) g.may_fail(kGmemBindGpa, {EINVAL});
+    if ((a.flags & kMemGuestMemfd) && !aligned(a.gmem_offset, st.page()))
+      g.may_fail(kGmemBindOffsetAlign, {EINVAL});
     expect_delete(*vm, a.slot, g);
     return;
   }

@@ -15,6 +15,13 @@
 //     ID violates by doing so (stale_share_rule / early_unshare_rule).
 //  I3 The hypervisor's pages stay the hypervisor's, and no SPMC transaction
 //     holds a page outside host memory (FFA.PROXY.HOST_MEMORY, PKVM:OWNERSHIP).
+//  I4 (handlers that implement FFA_MEM_RECLAIM2 only) The proxy does not relay
+//     a RECLAIM2 it must refuse (SPEC.md R2:PROFILE: "The proxy must check
+//     what it will walk ... before relaying"): when the SPMC finds a relayed
+//     RECLAIM2 breaks one of the argument rules the profile gives the relayer
+//     (kRelayerRules), that rule is reported broken by the op. EL3 answers
+//     the same INVALID_PARAMETERS the proxy should have, so only the relay
+//     shows the fault (MUTANTS.md hook H1).
 #include "targets/el2/ffa_target.h"
 
 #include <algorithm>
@@ -26,6 +33,7 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/digest.h"
+#include "models/ffa/harness_ops.h"
 #include "models/ffa/model.h"
 #include "models/ffa/reclaim2_profile.h"
 
@@ -82,16 +90,21 @@ std::string hex(uint64_t v) {
   return b;
 }
 
-std::vector<F::Constituent> ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved) {
-  std::vector<F::Constituent> rs;
-  for (size_t o = 0; o + F::kRangeRecordBytes <= blob.size(); o += F::kRangeRecordBytes) {
-    F::Constituent c;
-    F::get_u64(blob, o, &c.address);
-    F::get_u32(blob, o + 8, &c.pages);
-    c.reserved = reserved;
-    rs.push_back(c);
+// I4: argument checks R2:PROFILE assigns to the relayer, which EL3 repeats.
+void check_reclaim2_relay(const uint64_t in[kNumRegs], const F::Hits& hits, std::vector<InvariantBreak>* breaks) {
+  static constexpr RuleId kRelayerRules[] = {kFfaR2OffsetAlign, kFfaR2Count,     kFfaR2Bounds, kFfaR2DescValid,
+                                             kFfaR2Total,       kFfaR2PageIndex, kFfaR2Flags};
+  const uint32_t flags = static_cast<uint32_t>(in[F::kReclaim2.reg_flags]);
+  for (uint32_t i = 0; i < hits.size(); ++i) {
+    const RuleId r = hits[i].rule;
+    if (!hits[i].broken || std::find(std::begin(kRelayerRules), std::end(kRelayerRules), r) == std::end(kRelayerRules))
+      continue;
+    // Zero-before-reclaim on a share is EL3's to refuse; only MBZ bits are the relayer's.
+    if (r == kFfaR2Flags && !(flags & ~F::kReclaim2.flags_allowed)) continue;
+    breaks->push_back({r, "the proxy relayed a RECLAIM2 it must refuse (SPEC.md R2:PROFILE); EL3 found: " +
+                              std::string(hits.text()) + " (x3..x7 = " + hex(in[3]) + " " + hex(in[4]) + " " +
+                              hex(in[5]) + " " + hex(in[6]) + " " + hex(in[7]) + ")"});
   }
-  return rs;
 }
 
 }  // namespace
@@ -166,7 +179,13 @@ std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error) {
 
 void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) {
   if (init_version_ == 0 && (in[0] & 0xffffffffu) == F::kFnVersion) init_version_ = static_cast<uint32_t>(in[1]);
-  spmc_->smc(in, out);
+  if ((in[0] & 0xffffffffu) == F::kReclaim2.fid && profile_.reclaim2) {
+    F::Hits hits;
+    spmc_->smc(in, out, &hits);
+    check_reclaim2_relay(in, hits, &breaks_);
+  } else {
+    spmc_->smc(in, out);
+  }
   if (F::is_error(out)) el3_failed_ = true;
 }
 
@@ -195,69 +214,20 @@ void El2FfaTarget::begin(const Scenario&) {
   hyp_reported_ = false;
 }
 
-uint64_t El2FfaTarget::handle(uint64_t slot) const {
-  return slot < handles_.size() ? handles_[slot] : F::kInvalidHandle;
-}
+uint64_t El2FfaTarget::handle(uint64_t slot) const { return F::slot_handle(handles_, slot); }
 
-// x0..x7 of a host call, exactly as the FF-A model (models/ffa/model.cc) builds them.
+// x0..x7 of a host call, built by the same code as the FF-A model's
+// (models/ffa/harness_ops.h); x8..x17 are zero.
 void El2FfaTarget::host_regs(const Op& op, uint64_t in[kNumRegs]) const {
-  using namespace F;
   for (size_t k = 0; k < kNumRegs; ++k) in[k] = 0;
-  const auto& a = op.args;
-  auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~0x40000000u) : fid64; };
-  switch (op.code) {
-    case kOpVersion: in[0] = kFnVersion, in[1] = a[0]; break;
-    case kOpFeatures: in[0] = kFnFeatures, in[1] = a[0], in[2] = a[1]; break;
-    case kOpIdGet: in[0] = kFnIdGet; break;
-    case kOpPartitionInfo:
-      in[0] = kFnPartitionInfoGet;
-      for (int k = 0; k < 5; ++k) in[k + 1] = a[k];
-      break;
-    case kOpRxtxMap: in[0] = conv(a[3], kFnRxtxMap64), in[1] = a[0], in[2] = a[1], in[3] = a[2]; break;
-    case kOpRxtxUnmap: in[0] = kFnRxtxUnmap, in[1] = a[0]; break;
-    case kOpRxRelease: in[0] = kFnRxRelease, in[1] = a[0]; break;
-    case kOpMemShare:
-    case kOpMemLend:
-    case kOpMemDonate: {
-      const uint32_t fid = op.code == kOpMemShare ? kFnMemShare64 : op.code == kOpMemLend ? kFnMemLend64 : kFnMemDonate64;
-      in[0] = conv(a[4], fid);
-      in[1] = a[0] == kArgAuto ? last_desc_len_ : a[0];
-      in[2] = a[1] == kArgAuto ? last_desc_len_ : a[1];
-      in[3] = a[2], in[4] = a[3];
-      break;
-    }
-    case kOpMemFragTx: {
-      const uint64_t h = handle(a[0]);
-      in[0] = kFnMemFragTx, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1], in[4] = a[2] << 16;
-      break;
-    }
-    case kOpMemReclaim: {
-      const uint64_t h = handle(a[0]) ^ a[2];
-      in[0] = kFnMemReclaim, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1];
-      break;
-    }
-    case kOpMemReclaim2: {
-      const uint64_t h = handle(a[0]) ^ a[6];
-      in[0] = kFnMemReclaim2, in[1] = h & 0xffffffffu, in[2] = h >> 32;
-      in[3] = a[1], in[4] = a[2], in[5] = a[3], in[6] = a[4], in[7] = a[5];
-      break;
-    }
-    case kOpRaw:
-      for (int k = 0; k < 8; ++k) in[k] = a[k];
-      break;
-    default: break;
-  }
+  F::host_regs(op, handles_, last_desc_len_, in);
 }
 
 // HARNESS:TX: into the host TX window, clipped to the mailbox; nothing unless
 // an rxtx_map came before and the whole window is host memory.
 uint64_t El2FfaTarget::write_tx(uint64_t offset, const uint8_t* data, uint64_t n) const {
-  const uint64_t mbox = profile_.mbox_bytes();
-  const uint64_t host_end = profile_.phys_base + profile_.host_pages * profile_.page_size;
-  if (!tx_known_ || tx_window_ < profile_.phys_base || tx_window_ > host_end || mbox > host_end - tx_window_ ||
-      offset >= mbox)
-    return 0;
-  const uint64_t len = n < mbox - offset ? n : mbox - offset;
+  const uint64_t len = F::tx_clip(profile_, tx_known_, tx_window_, offset, n);
+  if (len == 0) return 0;
   uint8_t* dst = el2_phys(tx_window_ + offset, len);
   if (!dst) return 0;
   std::memcpy(dst, data, len);
@@ -265,47 +235,11 @@ uint64_t El2FfaTarget::write_tx(uint64_t offset, const uint8_t* data, uint64_t n
 }
 
 // tx_write, tx_mem_desc, tx_constituents: the bytes come from the model's own
-// builders (build_region, build_constituents), so both sides write the same.
+// builders (harness_ops.h tx_bytes), so both sides write the same.
 uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
-  using namespace F;
-  const auto& a = op.args;
-  switch (op.code) {
-    case kOpTxWrite: {
-      const auto& blob = s.blobs.at(a[1]);
-      return write_tx(a[0], blob.data(), blob.size());
-    }
-    case kOpTxConstituents: {
-      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[1]), static_cast<uint32_t>(a[2]));
-      std::vector<uint8_t> bytes(rs.size() * kConstituentSize);
-      build_constituents(rs.data(), static_cast<uint32_t>(rs.size()), bytes);
-      return write_tx(a[0], bytes.data(), bytes.size());
-    }
-    default: {  // kOpTxMemDesc
-      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[9]), 0);
-      DescSpec d;
-      d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
-      d.sender = static_cast<uint16_t>(a[1]);
-      d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
-      d.n_receivers = 1;
-      if (a[4] != kNoReceiver) {
-        d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
-        d.n_receivers = 2;
-      }
-      d.attributes = static_cast<uint16_t>(a[6]);
-      d.flags = static_cast<uint32_t>(a[7]);
-      d.tag = a[8];
-      d.n_ranges = static_cast<uint32_t>(rs.size());
-      d.ranges = rs.data();
-      d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
-      d.ep_mem_size = a[14];
-      const uint64_t size = region_size(d);
-      if (size > (1u << 20)) return 0;  // HARNESS:TX: larger than any mailbox
-      std::vector<uint8_t> bytes(size);
-      build_region(d, bytes);
-      last_desc_len_ = size;
-      return write_tx(a[15], bytes.data(), bytes.size());
-    }
-  }
+  const F::TxWrite w = F::tx_bytes(s, op);
+  if (w.is_desc) last_desc_len_ = w.desc_len;
+  return write_tx(w.offset, w.bytes.data(), w.bytes.size());
 }
 
 Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
@@ -362,15 +296,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
           tx_window_ = op.args[0];
           tx_known_ = true;
         }
-        if (op.code == kOpMemShare || op.code == kOpMemLend || op.code == kOpMemDonate) {  // HARNESS:SLOTS
-          uint64_t h = kInvalidHandle;
-          const uint64_t x0 = out[0] & 0xffffffffu;
-          if (x0 == kFnSuccess32 || out[0] == kFnSuccess64)
-            h = (out[2] & 0xffffffffu) | (out[3] & 0xffffffffu) << 32;
-          else if (x0 == kFnMemFragRx)
-            h = (out[1] & 0xffffffffu) | (out[2] & 0xffffffffu) << 32;
-          handles_.push_back(h);
-        }
+        if (is_producer(op.code)) handles_.push_back(produced_handle(out));  // HARNESS:SLOTS
       }
     }
   }
@@ -418,7 +344,10 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, const std::vec
     if (m && m != mismatch_[k]) (m == 1 ? stale : early) += " " + hex(pa);
     mismatch_[k] = m;
   }
-  if (!stale.empty())
+  // PKVM:DISTRUST: a RECLAIM2 count EL3 got wrong (an armed fault consumed) may
+  // be refused with stage-2 untouched, which leaves what EL3 did reclaim shared
+  // ("safe, but leaked", reclaim2/README.md): not a stale share of the proxy's.
+  if (!stale.empty() && !(host_call && fid == F::kReclaim2.fid && el3_failed_ && err_out))
     breaks_.push_back({stale_share_rule(fid, host_call),
                        "host pages shared with FF-A in stage-2 that EL3 no longer holds:" + stale});
   if (!early.empty())

@@ -49,8 +49,28 @@ void kc_el2_fatal(const char *file, int line, const char *why)
 
 /* --- SMC conduits to EL3 ------------------------------------------------- */
 
+/* SMC trace for the cost table (targets/el2/reclaim2/COST.md): every SMC the
+ * handler makes to EL3 is counted; with KCONFORM_SMC_TRACE set in the
+ * environment each host call and each SMC it makes is also printed to stderr
+ * ("kc-smc host <x0>", "kc-smc el3 <x0> <x1..x7>", "kc-smc ret <x0> <x2>"). */
+uint64_t kc_el2_smc_count;
+static int smc_trace = -1;
+
+static int trace_on(void)
+{
+	if (smc_trace < 0)
+		smc_trace = getenv("KCONFORM_SMC_TRACE") != NULL;
+	return smc_trace;
+}
+
 static void el3_call(const uint64_t in[KC_SMC_NREGS], uint64_t out[KC_SMC_NREGS])
 {
+	kc_el2_smc_count++;
+	if (trace_on())
+		fprintf(stderr, "kc-smc el3 %#llx %#llx %#llx %#llx %#llx %#llx %#llx %#llx\n",
+			(unsigned long long)in[0], (unsigned long long)in[1], (unsigned long long)in[2],
+			(unsigned long long)in[3], (unsigned long long)in[4], (unsigned long long)in[5],
+			(unsigned long long)in[6], (unsigned long long)in[7]);
 	for (int i = 0; i < KC_SMC_NREGS; i++)
 		out[i] = 0;
 	if (!kc_el3_smc) {
@@ -179,11 +199,16 @@ int kc_el2_host_call(const uint64_t in[KC_SMC_NREGS], uint64_t out[KC_SMC_NREGS]
 		return KC_EL2_FATAL;
 	}
 	fatal_armed = 1;
+	if (trace_on())
+		fprintf(stderr, "kc-smc host %#llx\n", (unsigned long long)in[0]);
 	/* handle_host_smc() passes x0 as the u32 func_id. */
 	*handled = kvm_host_ffa_handler(&ctxt, (u32)in[0]);
 	fatal_armed = 0;
 	for (i = 0; i < KC_SMC_NREGS; i++)
 		out[i] = cpu_reg(&ctxt, i);
+	if (trace_on())
+		fprintf(stderr, "kc-smc ret %#llx %#llx\n", (unsigned long long)out[0],
+			(unsigned long long)out[2]);
 	return KC_EL2_OK;
 }
 

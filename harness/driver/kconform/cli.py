@@ -151,6 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, default=5, metavar="N", help="runs per benchmark (median; default 5)")
     p.add_argument("--output", metavar="FILE", help="JSON file (default: reports/bench/<time>.json)")
 
+    p = sub.add_parser("selftest", help="the suite's self-tests: kill the RECLAIM2 mutants",
+                       description="mutants: controls (stock debian:7.3 fails FFA.R2.NOT_IMPLEMENTED, the "
+                                   "reference RECLAIM2 handler runs clean), then each mutant in "
+                                   "targets/el2/reclaim2/mutants built at 4K and 16K and run on the RECLAIM2 "
+                                   "suite; prints the kill matrix and writes reports/out/<time>/kill-matrix.json. "
+                                   "Exit 0 all killed, 1 a mutant survived, 2 a control failed.")
+    p.add_argument("selftest_command", choices=("mutants", "cost"), metavar="mutants|cost",
+                   help="mutants: the kill matrix; cost: SMC round trips of FFA_MEM_RECLAIM vs RECLAIM2 "
+                        "through the real handler (targets/el2/reclaim2/COST.md)")
+    p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NN,NN",
+                   help="only these mutants (numbers or names)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--report-dir", metavar="DIR", help="where to make the report folder (default: reports/out)")
+    p.add_argument("--output", metavar="FILE", help="cost: JSON file (default: targets/el2/reclaim2/cost.json)")
+
     p = sub.add_parser("scenario", help="check or convert scenario files",
                        description="check: parse files and report the first malformed one; "
                                    "convert: text to binary (--to binary --out-dir DIR) or back (--to text)")
@@ -263,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_gen(args, console)
         if args.command == "tree":
             return cmd_tree(args, console)
+        if args.command == "selftest":
+            from kconform.selftest import cmd_cost, cmd_selftest
+            return cmd_cost(args, console) if args.selftest_command == "cost" else cmd_selftest(args, console)
     except ToolError as e:
         print(f"kconform: error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR

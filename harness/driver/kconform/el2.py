@@ -46,7 +46,8 @@ def resolve_tree(spec: str, patch: str | None = None, log=print) -> tuple[Path, 
         if not patch_path.is_file():
             raise ToolError(f"flag --apply: {patch}: no such patch file")
         path = patches.apply(path, patch_path)
-        tree_id += "-" + hashlib.sha256(patch_path.read_bytes()).hexdigest()[:8]
+        # "patched-" first, so a baseline pattern for a stock tree never covers a patched one.
+        tree_id = f"patched-{tree_id}-{hashlib.sha256(patch_path.read_bytes()).hexdigest()[:8]}"
     return path, tree_id
 
 

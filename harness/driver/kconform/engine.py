@@ -47,13 +47,14 @@ class Engine:
         return chunks[index] if index < len(chunks) else ""
 
     def run(self, target: str, files: list[str], raw_out: Path, fault: str = "",
-            on_progress: Callable[[int, int], None] | None = None) -> TargetRun:
+            on_progress: Callable[[int, int], None] | None = None,
+            release: str | None = None) -> TargetRun:
         """Runs the scenario files on a target; keeps the raw verdict stream in raw_out."""
         args = [str(self.binary), "run", "--target", target]
         if fault:
             args += ["--fault", fault]
         args += files
-        collector = Collector()
+        collector = Collector(release)
         done = total = 0
         with open(raw_out, "x") as raw, subprocess.Popen(
                 args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
@@ -70,6 +71,45 @@ class Engine:
                         on_progress(done, total)
             err = proc.stderr.read() if proc.stderr else ""
             rc = proc.wait()
+        crash = _crash_marker(err)
+        if (rc == EXIT_SANITIZER or rc < 0) and crash and collector.run is not None:
+            return _record_crash(collector.run, crash, rc, err, raw_out)
         if rc not in (0, 1) or collector.run is None or not collector.run.summary:
             raise ToolError(f"kconform-runner on target {target} failed (exit {rc}): {err.strip()}")
         return collector.run
+
+
+EXIT_SANITIZER = 3  # kconform-runner: a sanitizer report inside the code under test
+CRASH_PREFIX = "KCONFORM-CRASH "
+
+
+def _crash_marker(stderr: str) -> dict | None:
+    """The last KCONFORM-CRASH line the runner printed before it died, if any."""
+    for line in reversed(stderr.splitlines()):
+        if line.startswith(CRASH_PREFIX):
+            try:
+                return json.loads(line[len(CRASH_PREFIX):])
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def _record_crash(run: TargetRun, crash: dict, rc: int, stderr: str, raw_out: Path) -> TargetRun:
+    """A sanitizer report or fatal signal in the code under test is a finding at
+    the op in flight; the rest of that run's scenarios did not run."""
+    from kconform.verdicts import Finding
+    log = raw_out.with_name(raw_out.stem + ".crash.log")
+    with open(log, "x") as f:
+        f.write(stderr)
+    summary = next((l.strip() for l in stderr.splitlines() if l.startswith("SUMMARY:")), "")
+    kind = crash.get("kind", "signal")
+    rule = "CRASH.SANITIZER" if kind == "sanitizer" else "CRASH.SIGNAL"
+    observed = summary or f"died (exit {rc}, signal {crash.get('signal', -rc)})"
+    run.findings.append(Finding(
+        rule=rule, target=run.name, release=run.release, scenario=crash.get("scenario", "?"),
+        file=crash.get("file", "?"), index=int(crash.get("index", 0)), op=int(crash.get("op", 0)),
+        call=crash.get("call", "?"), expected=["no crash in the code under test"],
+        observed=observed, note=f"full report: {log}"))
+    run.counts["violation"] += 1
+    run.summary = {"seconds": 0.0, "crashed": True}
+    return run

@@ -104,6 +104,7 @@ class Plan:
     engine: Engine
     target: str     # kconform-runner --target value
     files: list[str]
+    release: str | None = None  # what findings and the baseline call the build under test
 
 
 def _plan_host(args, log) -> list[Plan]:
@@ -119,7 +120,8 @@ def _plan_el2(args, log) -> list[Plan]:
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
     tree, tree_id = el2.resolve_tree(args.tree or el2.DEFAULT_TREE, args.apply, log)
     binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log)
-    return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files) for p in sizes]
+    return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files,
+                 release=f"{tree_id}-{p // 1024}k") for p in sizes]
 
 
 def _plan_qemu(args, log) -> list[Plan]:
@@ -193,9 +195,10 @@ def cmd_run(args, console: Console) -> int:
                           TextColumn("ops"), TimeElapsedColumn(), console=console, transient=True) as prog:
                 task = prog.add_task(plan.label, total=None)
                 run = plan.engine.run(plan.target, plan.files, raw, args.fault,
-                                      lambda done, total: prog.update(task, completed=done, total=total))
+                                      lambda done, total: prog.update(task, completed=done, total=total),
+                                      release=plan.release)
         else:
-            run = plan.engine.run(plan.target, plan.files, raw, args.fault)
+            run = plan.engine.run(plan.target, plan.files, raw, args.fault, release=plan.release)
         runs.append(run)
 
     stale = baseline.apply(entries, runs)

@@ -83,9 +83,10 @@ def parse_line(line: str, where: str) -> dict:
 class Collector:
     """Folds records, one at a time, into a TargetRun."""
 
-    def __init__(self) -> None:
+    def __init__(self, release: str | None = None) -> None:
         self.run: TargetRun | None = None
         self._plan: dict = {}
+        self._release = release  # names the build (tree, patch, page size) instead of the runner's
 
     def add(self, rec: dict, where: str) -> None:
         kind = rec["type"]
@@ -95,6 +96,8 @@ class Collector:
             self._plan = rec
             return
         if kind == "target":
+            if self._release:
+                rec = dict(rec, release=self._release, runner_release=rec.get("release"))
             self.run = TargetRun(target=rec, plan=self._plan)
             return
         if self.run is None:

@@ -39,5 +39,10 @@ static inline bool hyp_spin_is_locked(hyp_spinlock_t *lock)
 	return lock->owner != lock->next;
 }
 
-#define hyp_assert_lock_held(l) do { } while (0)
+/* As a CONFIG_NVHE_EL2_DEBUG kernel (BUG on an unheld lock): fatal at EL2.
+ * Stock ffa.c never calls it; the suite's RECLAIM2 reference does (MUTANTS.md H3). */
+#define hyp_assert_lock_held(l) do { \
+	if (!hyp_spin_is_locked(l)) \
+		kc_el2_fatal(__FILE__, __LINE__, "hyp_assert_lock_held(" #l "): not held"); \
+} while (0)
 #endif

@@ -1,0 +1,371 @@
+// Structure-aware scenario mutation (mutator.h).
+#include "harness/fuzz/mutator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "harness/scenario/abi.h"
+#include "harness/scenario/codec.h"
+
+namespace kconform::fuzz {
+namespace {
+
+constexpr uint64_t kCommon[] = {
+    0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 48, 63, 64, 0x7f, 0x80, 0xff, 0x100, 0x3ff, 0x400, 0x7ff, 0x800,
+    0xfff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3fff, 0x4000, 0x4001, 0x8000, 0xffff, 0x10000, 0x10001,
+    0x1fffff, 0x200000, 0x3ffffff, 0x4000000, 0x4000001, 0x7ffff000, 0x7fffffff, 0x80000000, 0xfffff000,
+    0xffffffff, 0x100000000, 0x10000000000, 0x7ffffffffffff000, 0x7fffffffffffffff, 0x8000000000000000,
+    0x8000000000001000, 0xfffffffffffff000, 0xfffffffffffffffe, 0xffffffffffffffff};
+constexpr uint64_t kGmemExtra[] = {0xc0000000, 0x100000, 0x7fffffffffffe000, 1021, 1024, 1025, 509, 510,
+                                   0x10000, 0x7ffff000};
+constexpr uint64_t kFfaExtra[] = {
+    0x80000000, 0x80001000, 0x80004000, 0x80008000, 0x80010000, 0x80014000, 0x80020000, 0x8003f000,
+    0x80040000, 0x800ff000, 0x80100000, 0x8001, 0x8002, 0x8003, 0x8000, 0x10000, 0x10000001, 0x0fffffff,
+    0x84000060, 0xC4000091, 0x84000077, 0xC4000073, 0xC4000072, 0x8400007B, 0x10001, 0x20002, 0x30000,
+    0x2f, 0x24, 0x10, 0xf0, 0x70, 0x60};
+
+std::vector<uint64_t> make_values(Abi abi) {
+  std::vector<uint64_t> v(std::begin(kCommon), std::end(kCommon));
+  if (abi == Abi::kGmem) v.insert(v.end(), std::begin(kGmemExtra), std::end(kGmemExtra));
+  else v.insert(v.end(), std::begin(kFfaExtra), std::end(kFfaExtra));
+  return v;
+}
+
+template <typename T>
+T pick(Rng& rng, T lo, T hi) {  // inclusive
+  return std::uniform_int_distribution<T>(lo, hi)(rng);
+}
+
+bool chance(Rng& rng, unsigned percent) { return pick<unsigned>(rng, 0, 99) < percent; }
+
+// How many resources of each kind ops [0, end) produce.
+std::vector<uint64_t> produced_before(const Scenario& s, size_t end) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  std::vector<uint64_t> n(abi.resources.size(), 0);
+  for (size_t i = 0; i < end && i < s.ops.size(); ++i) {
+    if (s.ops[i].code >= abi.ops.size()) continue;
+    int p = abi.ops[s.ops[i].code].produces;
+    if (p >= 0) ++n[p];
+  }
+  return n;
+}
+
+uint64_t boundary(Rng& rng, Abi abi) {
+  auto v = boundary_values(abi);
+  return v[pick<size_t>(rng, 0, v.size() - 1)];
+}
+
+uint64_t flag_value(Rng& rng, const ArgSpec& a, Abi abi) {
+  if (!a.names.empty() && chance(rng, 80)) {
+    uint64_t v = 0;
+    if (a.kind == ArgKind::kEnum) return a.names[pick<size_t>(rng, 0, a.names.size() - 1)].value;
+    for (const NamedValue& n : a.names)
+      if (chance(rng, 40)) v |= n.value;
+    return v;
+  }
+  return chance(rng, 50) ? boundary(rng, abi) : (1ull << pick<unsigned>(rng, 0, 63));
+}
+
+std::vector<uint8_t> random_blob(Rng& rng, Abi abi, const Limits& lim) {
+  std::vector<uint8_t> b;
+  if (abi == Abi::kFfa && chance(rng, 70)) {
+    // Range records: address u64, pages u32 (ffa_abi.h kRangeRecordBytes).
+    unsigned n = pick<unsigned>(rng, 1, 3);
+    for (unsigned i = 0; i < n; ++i) {
+      uint64_t addr = chance(rng, 70) ? 0x80010000 + 0x4000ull * pick<unsigned>(rng, 0, 16) : boundary(rng, abi);
+      uint32_t pages = chance(rng, 70) ? pick<uint32_t>(rng, 1, 8) : static_cast<uint32_t>(boundary(rng, abi));
+      for (int k = 0; k < 8; ++k) b.push_back(static_cast<uint8_t>(addr >> (8 * k)));
+      for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(pages >> (8 * k)));
+    }
+    return b;
+  }
+  size_t n = pick<size_t>(rng, 1, std::min<size_t>(lim.max_blob, 64));
+  for (size_t i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(rng()));
+  return b;
+}
+
+// A new op with random arguments that are valid at position pos.
+Op random_op(const Scenario& s, size_t pos, Rng& rng, std::vector<std::vector<uint8_t>>* new_blobs,
+             const Limits& lim) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  std::vector<uint64_t> have = produced_before(s, pos);
+  Op op;
+  op.code = static_cast<uint8_t>(pick<size_t>(rng, 0, abi.ops.size() - 1));
+  const OpSpec& spec = abi.ops[op.code];
+  for (size_t a = 0; a < spec.args.size(); ++a) {
+    const ArgSpec& arg = spec.args[a];
+    switch (arg.kind) {
+      case ArgKind::kSlot:
+        op.args[a] = have[arg.resource] ? pick<uint64_t>(rng, 0, have[arg.resource] - 1) : 0;
+        break;
+      case ArgKind::kFlags:
+      case ArgKind::kEnum:
+        op.args[a] = arg.optional && chance(rng, 40) ? arg.dflt : flag_value(rng, arg, s.abi);
+        break;
+      case ArgKind::kInt:
+        op.args[a] = arg.optional && chance(rng, 50) ? arg.dflt : boundary(rng, s.abi);
+        break;
+      case ArgKind::kBytes:
+        op.args[a] = ~0ull;  // placeholder: repair() numbers byte strings
+        new_blobs->push_back(random_blob(rng, s.abi, lim));
+        break;
+    }
+  }
+  return op;
+}
+
+// Byte-string arguments of s in op order: (op index, arg index).
+std::vector<std::pair<size_t, size_t>> blob_args(const Scenario& s) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    const OpSpec& spec = abi.ops[s.ops[i].code];
+    for (size_t a = 0; a < spec.args.size(); ++a)
+      if (spec.args[a].kind == ArgKind::kBytes) out.emplace_back(i, a);
+  }
+  return out;
+}
+
+// Arguments of a given kind: (op index, arg index).
+std::vector<std::pair<size_t, size_t>> args_of(const Scenario& s, bool (*want)(ArgKind)) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    const OpSpec& spec = abi.ops[s.ops[i].code];
+    for (size_t a = 0; a < spec.args.size(); ++a)
+      if (want(spec.args[a].kind)) out.emplace_back(i, a);
+  }
+  return out;
+}
+
+bool is_value(ArgKind k) { return k == ArgKind::kInt || k == ArgKind::kFlags || k == ArgKind::kEnum; }
+bool is_flags(ArgKind k) { return k == ArgKind::kFlags || k == ArgKind::kEnum; }
+bool is_slot(ArgKind k) { return k == ArgKind::kSlot; }
+
+}  // namespace
+
+std::span<const uint64_t> boundary_values(Abi abi) {
+  static const std::vector<uint64_t> gmem = make_values(Abi::kGmem);
+  static const std::vector<uint64_t> ffa = make_values(Abi::kFfa);
+  return abi == Abi::kGmem ? gmem : ffa;
+}
+
+void repair(Scenario& s, const Limits& lim) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  if (s.ops.size() > lim.max_ops) s.ops.resize(lim.max_ops);
+  std::vector<uint64_t> have(abi.resources.size(), 0);
+  std::vector<Op> ops;
+  std::vector<std::vector<uint8_t>> blobs;
+  for (Op op : s.ops) {
+    if (op.code >= abi.ops.size()) continue;
+    const OpSpec& spec = abi.ops[op.code];
+    bool keep = true;
+    for (size_t a = 0; a < kMaxArgs; ++a) {
+      if (a >= spec.args.size()) {
+        op.args[a] = 0;
+        continue;
+      }
+      const ArgSpec& arg = spec.args[a];
+      if (arg.kind == ArgKind::kSlot) {
+        if (!have[arg.resource]) keep = false;
+        else if (op.args[a] >= have[arg.resource]) op.args[a] %= have[arg.resource];
+      }
+    }
+    if (!keep) continue;
+    for (size_t a = 0; a < spec.args.size(); ++a) {
+      if (spec.args[a].kind != ArgKind::kBytes) continue;
+      std::vector<uint8_t> b = op.args[a] < s.blobs.size() ? s.blobs[op.args[a]] : std::vector<uint8_t>{};
+      if (b.size() > lim.max_blob) b.resize(lim.max_blob);
+      op.args[a] = blobs.size();
+      blobs.push_back(std::move(b));
+    }
+    if (spec.produces >= 0) ++have[spec.produces];
+    ops.push_back(op);
+  }
+  s.ops = std::move(ops);
+  s.blobs = std::move(blobs);
+}
+
+Scenario starter(Abi abi) {
+  std::string err;
+  std::vector<Scenario> out;
+  // ffa: one range record (address 0x80010000, 4 pages), 12 bytes.
+  const char* text =
+      abi == Abi::kGmem
+          ? "kconform-scenario 1\nabi gmem\nname fuzz\ncreate_vm\ncreate_gmem vm=0 size=0x4000 "
+            "flags=MMAP|INIT_SHARED\nfallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n"
+          : "kconform-scenario 1\nabi ffa\nname fuzz\nversion\nrxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
+            "tx_mem_desc ranges=hex:000001800000000004000000\nmem_share\nmem_reclaim handle=0\n";
+  parse_text(text, "<starter>", &out, &err);
+  return out.empty() ? Scenario{} : out.front();
+}
+
+Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& bytes) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  Mutation m = static_cast<Mutation>(pick<unsigned>(rng, 0, static_cast<unsigned>(Mutation::kCount) - 1));
+  if (s.ops.empty()) m = Mutation::kInsertOp;
+  switch (m) {
+    case Mutation::kInsertOp: {
+      if (s.ops.size() >= lim.max_ops) {
+        s.ops.erase(s.ops.begin() + pick<size_t>(rng, 0, s.ops.size() - 1));
+        m = Mutation::kDeleteOp;
+        break;
+      }
+      size_t pos = pick<size_t>(rng, 0, s.ops.size());
+      std::vector<std::vector<uint8_t>> nb;
+      Op op = random_op(s, pos, rng, &nb, lim);
+      // Number the new op's byte strings after the existing ones; repair() orders them.
+      size_t k = 0;
+      const OpSpec& spec = abi.ops[op.code];
+      for (size_t a = 0; a < spec.args.size(); ++a)
+        if (spec.args[a].kind == ArgKind::kBytes) {
+          op.args[a] = s.blobs.size();
+          s.blobs.push_back(std::move(nb[k++]));
+        }
+      s.ops.insert(s.ops.begin() + pos, op);
+      break;
+    }
+    case Mutation::kDeleteOp:
+      s.ops.erase(s.ops.begin() + pick<size_t>(rng, 0, s.ops.size() - 1));
+      break;
+    case Mutation::kDuplicateOp: {
+      size_t i = pick<size_t>(rng, 0, s.ops.size() - 1);
+      s.ops.insert(s.ops.begin() + i + 1, s.ops[i]);  // its byte strings are copied by repair()
+      break;
+    }
+    case Mutation::kSwapOps: {
+      size_t i = pick<size_t>(rng, 0, s.ops.size() - 1), j = pick<size_t>(rng, 0, s.ops.size() - 1);
+      std::swap(s.ops[i], s.ops[j]);
+      break;
+    }
+    case Mutation::kBoundaryArg:
+    case Mutation::kNudgeArg:
+    case Mutation::kCopyArg: {
+      auto args = args_of(s, is_value);
+      if (args.empty()) break;
+      auto [i, a] = args[pick<size_t>(rng, 0, args.size() - 1)];
+      uint64_t& v = s.ops[i].args[a];
+      if (m == Mutation::kBoundaryArg) {
+        v = boundary(rng, s.abi);
+      } else if (m == Mutation::kNudgeArg) {
+        static constexpr int64_t kDelta[] = {1, -1, 16, -16, 4096, -4096, 16384, -16384};
+        v += static_cast<uint64_t>(kDelta[pick<size_t>(rng, 0, std::size(kDelta) - 1)]);
+      } else {
+        auto [j, b] = args[pick<size_t>(rng, 0, args.size() - 1)];
+        v = s.ops[j].args[b];
+      }
+      break;
+    }
+    case Mutation::kFlipFlagBit: {
+      auto args = args_of(s, is_flags);
+      if (args.empty()) args = args_of(s, is_value);
+      if (args.empty()) break;
+      auto [i, a] = args[pick<size_t>(rng, 0, args.size() - 1)];
+      const ArgSpec& spec = abi.ops[s.ops[i].code].args[a];
+      uint64_t bit = 1ull << pick<unsigned>(rng, 0, 63);
+      if (!spec.names.empty() && chance(rng, 60)) {
+        uint64_t named = spec.names[pick<size_t>(rng, 0, spec.names.size() - 1)].value;
+        if (named) bit = named & (~named + 1);
+      }
+      s.ops[i].args[a] ^= bit;
+      break;
+    }
+    case Mutation::kSwapSlot: {
+      auto args = args_of(s, is_slot);
+      if (args.empty()) break;
+      auto [i, a] = args[pick<size_t>(rng, 0, args.size() - 1)];
+      std::vector<uint64_t> have = produced_before(s, i);
+      int res = abi.ops[s.ops[i].code].args[a].resource;
+      if (have[res]) s.ops[i].args[a] = pick<uint64_t>(rng, 0, have[res] - 1);
+      break;
+    }
+    case Mutation::kMutateBlob: {
+      auto args = blob_args(s);
+      if (args.empty()) break;
+      auto [i, a] = args[pick<size_t>(rng, 0, args.size() - 1)];
+      std::vector<uint8_t>& b = s.blobs[s.ops[i].args[a]];
+      if (bytes) {
+        size_t old = b.size();
+        b.resize(std::max<size_t>(lim.max_blob, 1));
+        size_t n = bytes(b.data(), std::max<size_t>(old, 1), b.size());
+        b.resize(n);
+      } else if (!b.empty()) {
+        b[pick<size_t>(rng, 0, b.size() - 1)] ^= static_cast<uint8_t>(1u << pick<unsigned>(rng, 0, 7));
+      }
+      break;
+    }
+    case Mutation::kCount:
+      break;
+  }
+  repair(s, lim);
+  return m;
+}
+
+Scenario cross_over(const Scenario& a, const Scenario& b, Rng& rng, const Limits& lim) {
+  Scenario c = a;
+  size_t cut_a = a.ops.empty() ? 0 : pick<size_t>(rng, 0, a.ops.size());
+  size_t cut_b = b.ops.empty() ? 0 : pick<size_t>(rng, 0, b.ops.size());
+  c.ops.resize(cut_a);
+  for (size_t i = cut_b; i < b.ops.size(); ++i) {
+    Op op = b.ops[i];
+    const OpSpec& spec = abi_spec(b.abi).ops[op.code];
+    for (size_t k = 0; k < spec.args.size(); ++k)
+      if (spec.args[k].kind == ArgKind::kBytes) {
+        c.blobs.push_back(op.args[k] < b.blobs.size() ? b.blobs[op.args[k]] : std::vector<uint8_t>{});
+        op.args[k] = c.blobs.size() - 1;
+      }
+    c.ops.push_back(op);
+  }
+  repair(c, lim);
+  return c;
+}
+
+namespace {
+size_t emit(const Scenario& s, uint8_t* out, size_t max) {
+  std::vector<uint8_t> bytes = encode_binary(s);
+  if (bytes.size() > max) return 0;
+  std::memcpy(out, bytes.data(), bytes.size());
+  return bytes.size();
+}
+}  // namespace
+
+size_t custom_mutate(Abi abi, uint8_t* data, size_t size, size_t max_size, unsigned seed, const Limits& lim,
+                     const ByteMutator& bytes) {
+  Rng rng(seed);
+  Scenario s;
+  std::string err;
+  if (!decode_binary({data, size}, &s, &err) || s.abi != abi) s = starter(abi);
+  s.name = "fuzz";
+  s.requires_caps = 0;
+  repair(s, lim);
+  unsigned rounds = 1 + (chance(rng, 30) ? pick<unsigned>(rng, 1, 3) : 0);
+  for (unsigned r = 0; r < rounds; ++r) mutate(s, rng, lim, bytes);
+  for (int tries = 0; tries < 8; ++tries) {
+    if (size_t n = emit(s, data, max_size)) return n;
+    if (s.ops.empty()) break;
+    s.ops.pop_back();
+    repair(s, lim);
+  }
+  return emit(starter(abi), data, max_size);
+}
+
+size_t custom_cross_over(Abi abi, const uint8_t* d1, size_t s1, const uint8_t* d2, size_t s2, uint8_t* out,
+                         size_t max_out, unsigned seed, const Limits& lim) {
+  Rng rng(seed);
+  Scenario a, b;
+  std::string err;
+  if (!decode_binary({d1, s1}, &a, &err) || a.abi != abi) a = starter(abi);
+  if (!decode_binary({d2, s2}, &b, &err) || b.abi != abi) b = starter(abi);
+  Scenario c = cross_over(a, b, rng, lim);
+  c.name = "fuzz";
+  c.requires_caps = 0;
+  for (int tries = 0; tries < 8; ++tries) {
+    if (size_t n = emit(c, out, max_out)) return n;
+    if (c.ops.empty()) break;
+    c.ops.pop_back();
+    repair(c, lim);
+  }
+  return 0;
+}
+
+}  // namespace kconform::fuzz

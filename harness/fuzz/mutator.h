@@ -1,0 +1,58 @@
+// Structure-aware mutation of scenarios (after FuzzTest's domains): the
+// fuzzers mutate the binary scenario through this, never as raw bytes, so
+// every input they run is a valid scenario of the harness's ABI. What an op
+// and its arguments are comes from the ABI table (harness/scenario/abi.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+
+namespace kconform::fuzz {
+
+using Rng = std::mt19937_64;
+// Mutates bytes in place up to max_size; returns the new size (LLVMFuzzerMutate's shape).
+using ByteMutator = std::function<size_t(uint8_t* data, size_t size, size_t max_size)>;
+
+struct Limits {
+  size_t max_ops = 32;
+  size_t max_blob = 4096;
+};
+
+// The kinds of mutation (one is chosen per call), for tests and statistics.
+enum class Mutation : uint8_t {
+  kInsertOp, kDeleteOp, kDuplicateOp, kSwapOps, kBoundaryArg, kFlipFlagBit, kSwapSlot,
+  kNudgeArg, kMutateBlob, kCopyArg, kCount
+};
+
+// Boundary values for an ABI: page sizes and their neighbours, loff_t and
+// 32/64-bit limits, the ABI's addresses and function IDs.
+std::span<const uint64_t> boundary_values(Abi abi);
+
+// Makes s valid again after an edit: slot arguments refer to an existing
+// resource (an op naming a kind nothing produced yet is dropped), byte strings
+// are referenced in order, at most lim.max_ops ops.
+void repair(Scenario& s, const Limits& lim);
+
+// One mutation of s (valid in, valid out). Returns which was applied.
+Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& bytes = {});
+
+// A child of a and b: a prefix of a's ops followed by a suffix of b's, repaired.
+Scenario cross_over(const Scenario& a, const Scenario& b, Rng& rng, const Limits& lim);
+
+// A small valid scenario to start from when an input does not decode.
+Scenario starter(Abi abi);
+
+// The libFuzzer/AFL++ custom-mutator bodies: decode (or start fresh), mutate,
+// encode; the result fits max_size. Return the new size.
+size_t custom_mutate(Abi abi, uint8_t* data, size_t size, size_t max_size, unsigned seed, const Limits& lim,
+                     const ByteMutator& bytes);
+size_t custom_cross_over(Abi abi, const uint8_t* d1, size_t s1, const uint8_t* d2, size_t s2, uint8_t* out,
+                         size_t max_out, unsigned seed, const Limits& lim);
+
+}  // namespace kconform::fuzz

@@ -1,0 +1,167 @@
+// The FF-A harness conventions in one place (SPEC.md HARNESS:SLOTS, HARNESS:TX):
+// how a scenario op becomes the host's x0..x7, what bytes a tx_* op writes
+// where in the host TX window, and which handle a producer's result yields.
+// Used by the model (model.cc) and by the EL2 target (targets/el2/ffa_target.cc)
+// so both sides build the same call from the same op.
+//
+// Header-only (inline): both the model library and the target library include
+// it without a build-file change.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/scenario/ffa_abi.h"
+#include "harness/scenario/scenario.h"
+#include "models/ffa/desc.h"
+#include "models/ffa/proxy.h"
+
+namespace kconform::ffa {
+
+// HARNESS:SLOTS: the handle a slot holds, FFA_MEMORY_HANDLE_INVALID for a slot
+// that was never produced.
+inline uint64_t slot_handle(const std::vector<uint64_t>& handles, uint64_t slot) {
+  return slot < handles.size() ? handles[slot] : kInvalidHandle;
+}
+
+// HARNESS:SLOTS: the handle a share/lend/donate result carries: w2|w3<<32 of
+// FFA_SUCCESS, w1|w2<<32 of FFA_MEM_FRAG_RX, else FFA_MEMORY_HANDLE_INVALID.
+inline uint64_t produced_handle(const uint64_t out[8]) {
+  const uint64_t x0 = out[0] & 0xffffffffu;
+  if (x0 == kFnSuccess32 || out[0] == kFnSuccess64) return (out[2] & 0xffffffffu) | (out[3] & 0xffffffffu) << 32;
+  if (x0 == kFnMemFragRx) return (out[1] & 0xffffffffu) | (out[2] & 0xffffffffu) << 32;
+  return kInvalidHandle;
+}
+
+inline bool is_producer(uint8_t code) { return code == kOpMemShare || code == kOpMemLend || code == kOpMemDonate; }
+
+// x0..x7 of the host call op stands for (host ops only; harness ops give zeros).
+// handles: the slots so far; last_desc_len: the length of the last descriptor
+// tx_mem_desc built (total_len/frag_len "auto").
+inline void host_regs(const Op& op, const std::vector<uint64_t>& handles, uint64_t last_desc_len, uint64_t in[8]) {
+  for (int k = 0; k < 8; ++k) in[k] = 0;
+  const auto& a = op.args;
+  auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~0x40000000u) : fid64; };
+  switch (op.code) {
+    case kOpVersion: in[0] = kFnVersion, in[1] = a[0]; break;
+    case kOpFeatures: in[0] = kFnFeatures, in[1] = a[0], in[2] = a[1]; break;
+    case kOpIdGet: in[0] = kFnIdGet; break;
+    case kOpPartitionInfo:
+      in[0] = kFnPartitionInfoGet;
+      for (int k = 0; k < 5; ++k) in[k + 1] = a[k];
+      break;
+    case kOpRxtxMap: in[0] = conv(a[3], kFnRxtxMap64), in[1] = a[0], in[2] = a[1], in[3] = a[2]; break;
+    case kOpRxtxUnmap: in[0] = kFnRxtxUnmap, in[1] = a[0]; break;
+    case kOpRxRelease: in[0] = kFnRxRelease, in[1] = a[0]; break;
+    case kOpMemShare:
+    case kOpMemLend:
+    case kOpMemDonate: {
+      const uint32_t fid = op.code == kOpMemShare ? kFnMemShare64 : op.code == kOpMemLend ? kFnMemLend64 : kFnMemDonate64;
+      in[0] = conv(a[4], fid);
+      in[1] = a[0] == kArgAuto ? last_desc_len : a[0];
+      in[2] = a[1] == kArgAuto ? last_desc_len : a[1];
+      in[3] = a[2], in[4] = a[3];
+      break;
+    }
+    case kOpMemFragTx: {
+      const uint64_t h = slot_handle(handles, a[0]);
+      in[0] = kFnMemFragTx, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1], in[4] = a[2] << 16;
+      break;
+    }
+    case kOpMemReclaim: {
+      const uint64_t h = slot_handle(handles, a[0]) ^ a[2];
+      in[0] = kFnMemReclaim, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1];
+      break;
+    }
+    case kOpMemReclaim2: {
+      const uint64_t h = slot_handle(handles, a[0]) ^ a[6];
+      in[0] = kFnMemReclaim2, in[1] = h & 0xffffffffu, in[2] = h >> 32;
+      in[3] = a[1], in[4] = a[2], in[5] = a[3], in[6] = a[4], in[7] = a[5];
+      break;
+    }
+    case kOpRaw:
+      for (int k = 0; k < 8; ++k) in[k] = a[k];
+      break;
+    default: break;
+  }
+}
+
+// A ranges byte string: 12-byte records (address u64 LE, pages u32 LE); each
+// constituent gets the given reserved word.
+inline std::vector<Constituent> ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved) {
+  std::vector<Constituent> rs;
+  for (size_t o = 0; o + kRangeRecordBytes <= blob.size(); o += kRangeRecordBytes) {
+    Constituent c;
+    get_u64(blob, o, &c.address);
+    get_u32(blob, o + 8, &c.pages);
+    c.reserved = reserved;
+    rs.push_back(c);
+  }
+  return rs;
+}
+
+// What a tx_write / tx_mem_desc / tx_constituents op writes: bytes at offset
+// of the host TX window. For tx_mem_desc, desc_len is the descriptor's full
+// length (0 and nothing to write if it is larger than any mailbox).
+struct TxWrite {
+  uint64_t offset = 0;
+  std::vector<uint8_t> bytes;
+  bool is_desc = false;
+  uint64_t desc_len = 0;
+};
+
+inline TxWrite tx_bytes(const Scenario& s, const Op& op) {
+  const auto& a = op.args;
+  TxWrite w;
+  switch (op.code) {
+    case kOpTxWrite:
+      w.offset = a[0];
+      w.bytes = s.blobs.at(a[1]);
+      return w;
+    case kOpTxConstituents: {
+      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[1]), static_cast<uint32_t>(a[2]));
+      w.offset = a[0];
+      w.bytes.resize(rs.size() * kConstituentSize);
+      build_constituents(rs.data(), static_cast<uint32_t>(rs.size()), w.bytes);
+      return w;
+    }
+    default: {  // kOpTxMemDesc
+      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[9]), 0);
+      DescSpec d;
+      d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
+      d.sender = static_cast<uint16_t>(a[1]);
+      d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
+      d.n_receivers = 1;
+      if (a[4] != kNoReceiver) {
+        d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
+        d.n_receivers = 2;
+      }
+      d.attributes = static_cast<uint16_t>(a[6]);
+      d.flags = static_cast<uint32_t>(a[7]);
+      d.tag = a[8];
+      d.n_ranges = static_cast<uint32_t>(rs.size());
+      d.ranges = rs.data();
+      d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
+      d.ep_mem_size = a[14];
+      w.offset = a[15];
+      const uint64_t size = region_size(d);
+      if (size > (1u << 20)) return w;  // HARNESS:TX: larger than any mailbox, nothing written
+      w.is_desc = true;
+      w.desc_len = size;
+      w.bytes.resize(size);
+      build_region(d, w.bytes);
+      return w;
+    }
+  }
+}
+
+// HARNESS:TX: how many of n bytes at offset of the TX window (at window, known
+// = an rxtx_map came before) are written: clipped to the mailbox; none unless
+// the whole window is host memory.
+inline uint64_t tx_clip(const ProxyProfile& p, bool known, uint64_t window, uint64_t offset, uint64_t n) {
+  const uint64_t mbox = p.mbox_bytes(), host_end = p.phys_base + p.host_pages * p.page_size;
+  if (!known || window < p.phys_base || window > host_end || mbox > host_end - window || offset >= mbox) return 0;
+  return n < mbox - offset ? n : mbox - offset;
+}
+
+}  // namespace kconform::ffa

@@ -1,0 +1,82 @@
+"""A short bounded fuzz run (seconds) of the running kernel's guest_memfd with
+libFuzzer, and the finding path: a scenario that violates a rule is stored
+once, named by rule and hash, in binary and text; a baselined rule is not a
+crash."""
+
+import hashlib
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO, kconform, needs_kvm
+
+pytestmark = needs_kvm
+
+# The known 6.18 finding (ci/known-findings.json): bind past 2^63.
+BIND_PAST_2_63 = """kconform-scenario 1
+abi gmem
+name fuzz
+requires gmem user_memory2
+create_vm
+create_gmem vm=0 size=0x4000 flags=0
+bind vm=0 slot=0 gpa=0 size=0x1000 gmem=0 gmem_offset=0x7ffffffffffff000
+"""
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fuzz")
+    r = kconform("fuzz", "--engine", "libfuzzer", "--target", "host", "--time", "4s", "--jobs", "1",
+                 "--out", str(out), "-q", timeout=900)
+    return out / "host", r
+
+
+def test_short_bounded_fuzz_run_resumes_and_reports(short_run):
+    root, r = short_run
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    doc = json.loads((root / "last-run.json").read_text())
+    assert doc["engine"] == "libfuzzer" and doc["target"] == "host"
+    assert doc["execs"] > 100 and doc["execs_per_sec"] > 0, doc
+    assert doc["corpus"] > 10  # seeded, fuzzed, merged
+    assert any((root / "seeds").iterdir())
+    assert "execs/s" in r.stdout
+
+
+def _binary():
+    return REPO / "build" / "fuzz-libfuzzer" / "harness" / "fuzz" / "kconform-fuzz-host"
+
+
+def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
+    from kconform import fuzz
+    from kconform.paths import runner_binary
+    src = tmp_path / "case.kcs"
+    src.write_text(BIND_PAST_2_63)
+    conv = tmp_path / "bin"
+    conv.mkdir()
+    subprocess.run([str(runner_binary()), "convert", "--to", "binary", "--out-dir", str(conv), str(src)], check=True)
+    data = next(conv.iterdir()).read_bytes()
+    env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="")
+    path, new = fuzz.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
+    digest = hashlib.sha1(data).hexdigest()[:12]
+    assert new and path.name == f"crash-GMEM.BIND.RANGE-{digest}.kcsb"
+    text = path.with_name(path.name[:-1]).read_text()
+    assert "SUMMARY: kconform: GMEM.BIND.RANGE violated" in text and "bind vm=0" in text
+    again, new2 = fuzz.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
+    assert again == path and not new2  # never overwritten
+
+
+def test_a_baselined_rule_is_recorded_not_a_crash(short_run, tmp_path):
+    from kconform.paths import runner_binary
+    src = tmp_path / "case.kcs"
+    src.write_text(BIND_PAST_2_63)
+    conv = tmp_path / "bin"
+    conv.mkdir()
+    subprocess.run([str(runner_binary()), "convert", "--to", "binary", "--out-dir", str(conv), str(src)], check=True)
+    log = tmp_path / "known.log"
+    env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="GMEM.BIND.RANGE", KCONFORM_FUZZ_KNOWN_LOG=str(log))
+    r = subprocess.run([str(_binary()), str(next(conv.iterdir()))], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "KNOWN GMEM.BIND.RANGE" in log.read_text()
