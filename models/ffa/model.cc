@@ -185,6 +185,7 @@ class FfaModel final : public Model {
     const TxWrite w = tx_bytes(s, op);
     if (w.is_desc && desc_len) *desc_len = w.desc_len;
     const uint64_t len = tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
+    if (len == 0) return 0;  // nothing lands: do not form a pointer out of bounds
     uint8_t* dst = mem.data() + (tx_window_ - profile_.phys_base) + w.offset;
     for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
     return len;
