@@ -135,6 +135,53 @@ def test_user_kernel_must_be_a_bzimage(tmp_path):
         kernels.user_kernel(tmp_path / "missing")
 
 
+
+# --- kernels built from a full tree (--tree T --build --apply P) ---------------------
+
+def _fake_tree(root: Path) -> Path:
+    for rel, text in {"Makefile": "VERSION = 7\nPATCHLEVEL = 3\nSUBLEVEL = 4\n",
+                      "virt/kvm/guest_memfd.c": "a\nb\nc\n", "other.c": "x\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_build_mirror_patches_a_copy_and_refreshes_what_a_patch_touched(tmp_path):
+    src = _fake_tree(tmp_path / "tree")
+    patch = tmp_path / "p.patch"
+    patch.write_text("--- a/virt/kvm/guest_memfd.c\n+++ b/virt/kvm/guest_memfd.c\n"
+                     "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n")
+    old = src / "virt/kvm/guest_memfd.c"
+    os.utime(old, (1_000_000, 1_000_000))
+    cache = tmp_path / "cache"
+    m = kernels._mirror(src, "s1", "t", patch, cache, progress=lambda _m: None)
+    assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nB\nc\n"
+    assert old.read_text() == "a\nb\nc\n"                 # the tree itself is never changed
+    assert os.stat(m / "other.c").st_ino == os.stat(src / "other.c").st_ino
+    assert kernels._mirror(src, "s1", "t", patch, cache, progress=lambda _m: None) == m
+    # Back to the stock tree: the file the patch touched gets a new mtime, so an
+    # incremental make recompiles it (same content as the tree, newer than its .o).
+    m = kernels._mirror(src, "s1", "t", None, cache, progress=lambda _m: None)
+    back = m / "virt/kvm/guest_memfd.c"
+    assert back.read_text() == "a\nb\nc\n" and back.stat().st_mtime > 2_000_000
+    assert os.stat(back).st_ino != os.stat(old).st_ino and old.stat().st_mtime == 1_000_000
+
+
+def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
+    with pytest.raises(kernels.KernelError, match="not a full kernel tree"):
+        kernels.build(str(tmp_path), cache_dir=tmp_path / "c", progress=lambda _m: None)
+    with pytest.raises(kernels.KernelError, match="no such patch file"):
+        kernels.build(str(_fake_tree(tmp_path / "t")), str(tmp_path / "nope.patch"),
+                      cache_dir=tmp_path / "c", progress=lambda _m: None)
+
+
+def test_kernel_fragment_builds_kvm_in():
+    lines = kernels.KERNEL_FRAGMENT.read_text().splitlines()
+    for opt in ("CONFIG_KVM=y", "CONFIG_KVM_AMD=y", "CONFIG_KVM_SW_PROTECTED_VM=y",
+                "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y"):
+        assert opt in lines
+
+
 # --- judging recorded outcomes on the host -----------------------------------------
 
 SCENARIO = """\

@@ -310,6 +310,8 @@ uint64_t build_region(const DescSpec& s, std::span<uint8_t> out) {
   put_u32(out, 28, static_cast<uint32_t>(s.ep_count == kAuto ? s.n_receivers : s.ep_count));
   for (uint32_t i = 0; i < s.n_receivers; ++i) {
     const uint64_t e = g.ep_off + i * g.ep_size;
+    // Overridden offsets and sizes may wrap the geometry: write only what fits.
+    if (e >= g.size || g.size - e < 16) continue;
     put_u16(out, e, s.receivers[i].id);
     out[e + 2] = s.receivers[i].perms;
     out[e + 3] = s.receivers[i].flags;

@@ -55,12 +55,17 @@ def _add_run(sub) -> None:
                    help="qemu: accelerator (default tcg with emulated SVM; kvm where nested KVM works)")
     p.add_argument("--tree", metavar="SPEC|PATH",
                    help="el2: the kernel tree whose ffa.c is tested: debian:7.3 (default), debian:7.2, "
-                        "debian:6.12, or a local tree (yours, with your patches)")
+                        "debian:6.12, or a local tree (yours, with your patches); qemu with --build: "
+                        "the full tree to build a kernel from (debian:7.3 or a path)")
+    p.add_argument("--build", action="store_true",
+                   help="qemu: build a small KVM kernel (targets/qemu/kernel.config) from --tree "
+                        "(default debian:7.3) with --apply's patch, incrementally, and boot it")
     p.add_argument("--page-size", action="append", metavar="SIZE",
                    help="el2: host PAGE_SIZE of the build, 4K, 16K or 64K (repeatable; default 4K and 16K)")
     p.add_argument("--apply", metavar="PATCH",
                    help="el2: apply this patch to a copy of the tree first (e.g. the suite's RECLAIM2 "
-                        "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch)")
+                        "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch); "
+                        "qemu with --build: patch the kernel (targets/qemu/write/gmem-write-reference.patch)")
     p.add_argument("--asan", action="store_true",
                    help="el2: build the handler with ASan+UBSan (a memory error in kernel code is a finding)")
     p.add_argument("--format", choices=("table", "json", "ktap", "junit"), default="table",
@@ -148,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     p = sub.add_parser("bench", help="benchmarks: EL2 differential, host guest_memfd, Z3 generation (medians)")
-    p.add_argument("--repetitions", type=int, default=5, metavar="N", help="runs per benchmark (median; default 5)")
-    p.add_argument("--output", metavar="FILE", help="JSON file (default: reports/bench/<time>.json)")
+    from kconform.bench import add_arguments as add_bench_arguments
+    add_bench_arguments(p)
 
     p = sub.add_parser("selftest", help="the suite's self-tests: kill the RECLAIM2 mutants",
                        description="mutants: controls (stock debian:7.3 fails FFA.R2.NOT_IMPLEMENTED, the "

@@ -275,6 +275,248 @@ def cached(cache_dir: str | os.PathLike | None = None) -> list[Kernel]:
     return out
 
 
+# --- kernels built from a full tree (`run --target qemu --tree T --build [--apply P]`) ---------
+#
+# Layout under <cache>:
+#   fulltrees/debian-X.Y.Z/        the whole linux-source tarball of a Debian tree (pristine)
+#   kbuild/src-<tree_id>/          a hard-link mirror of the tree with the patch applied
+#                                  (GNU patch writes new files, so the tree itself never changes)
+#   kbuild/obj-<tree_id>-<frag>/   make O= output: incremental across patches of one tree
+#   kbuild/img/<key>/bzImage       built kernels by (tree state, patch hash, fragment hash)
+
+KERNEL_FRAGMENT = Path(__file__).resolve().parents[3] / "targets" / "qemu" / "kernel.config"
+FULLTREE_STAMP = ".kconform-fulltree.json"
+MIRROR_STAMP = ".kconform-mirror.json"
+IMAGE_STAMP = "kconform-image.json"
+
+
+def _h(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+def full_tree(spec: str, cache: Path, progress: Progress = print) -> tuple[Path, str, str]:
+    """A whole kernel tree: (path, tree state key, tree id). debian:X.Y is downloaded
+    (through the private apt state) and extracted once into <cache>/fulltrees/."""
+    from .trees import DEBIAN_SUITES, _upstream_version, makefile_version
+    if spec.startswith("debian:"):
+        series = spec.split(":", 1)[1]
+        if series not in DEBIAN_SUITES:
+            raise KernelError(f"flag --tree: unknown spec {spec!r} (known: "
+                              + ", ".join(f"debian:{s}" for s in DEBIAN_SUITES) + ", or a path)")
+        root = cache / "fulltrees"
+        for d in sorted(root.glob(f"debian-{series}.*")) if root.is_dir() else []:
+            try:
+                st = json.loads((d / FULLTREE_STAMP).read_text())
+            except (OSError, ValueError):
+                continue
+            if st.get("spec") == spec and (d / "Makefile").is_file():
+                progress(f"tree {spec}: {d} (cached, full tree)")
+                return d, st["sha256"], d.name
+        return _fetch_full_tree(spec, series, DEBIAN_SUITES[series], cache, progress)
+    path = Path(spec).resolve()
+    if not (path / "Makefile").is_file() or not (path / "virt" / "kvm" / "guest_memfd.c").is_file():
+        raise KernelError(f"flag --tree: {path} is not a full kernel tree with guest_memfd "
+                          f"(no Makefile or virt/kvm/guest_memfd.c)")
+    version = makefile_version(path / "Makefile")
+    tree_id = f"local-{version}-{_h(str(path).encode())[:8]}"
+    return path, _local_state(path), tree_id
+
+
+def _local_state(path: Path) -> str:
+    """What identifies a local tree's content: git HEAD + diff + untracked names, or
+    else every file's name, size and mtime."""
+    if (path / ".git").exists() and shutil.which("git"):
+        g = lambda *a: subprocess.run(["git", "-C", str(path), *a], capture_output=True).stdout  # noqa: E731
+        head = g("rev-parse", "HEAD")
+        if head:
+            return _h(head + g("diff", "HEAD", "--binary") +
+                      g("ls-files", "--others", "--exclude-standard"))
+    h = []
+    for dirpath, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for f in sorted(files):
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            h.append(f"{os.path.relpath(os.path.join(dirpath, f), path)}\0{st.st_size}\0{st.st_mtime_ns}")
+    return _h("\n".join(h).encode())
+
+
+def _fetch_full_tree(spec, series, suites, cache: Path, progress: Progress) -> tuple[Path, str, str]:
+    from .trees import _upstream_version
+    import time
+    mirror = system_mirror()
+    apt = _PrivateApt(cache, suites, mirror)
+    progress(f"tree {spec}: apt update ({mirror} {' '.join(suites)})")
+    r = apt.run("apt-get", "-q", "update")
+    if r.returncode != 0:
+        raise KernelError(f"apt-get update for {' '.join(suites)} failed:\n{r.stderr.strip()}")
+    package = f"linux-source-{series}"
+    deb, info = _download(apt, package, suites, mirror, progress)
+    final = cache / "fulltrees" / f"debian-{_upstream_version(info['version'])}"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    t0 = time.monotonic()
+    progress(f"tree {spec}: extracting the whole tree into {final} (~20 s)")
+    try:
+        inner = f"./usr/src/{package}.tar.xz"
+        cmd = (f"dpkg-deb --fsys-tarfile {shlex_quote(str(deb))} | tar -xO {shlex_quote(inner)} "
+               f"| tar -xJ --strip-components=1 -C {shlex_quote(str(tmp))}")
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
+        if r.returncode != 0 or not (tmp / "Makefile").is_file():
+            raise KernelError(f"extracting {deb.name} failed: {r.stderr.strip()[-1000:]}")
+        (tmp / FULLTREE_STAMP).write_text(json.dumps(dict(info, spec=spec, mirror=mirror), indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    deb.unlink()
+    progress(f"tree {spec}: {final} ({time.monotonic() - t0:.0f} s)")
+    return final, info["sha256"], final.name
+
+
+def shlex_quote(s: str) -> str:
+    import shlex
+    return shlex.quote(s)
+
+
+def _mirror(src: Path, tree_state: str, tree_id: str, patch: Path | None, cache: Path,
+            progress: Progress) -> Path:
+    """kbuild/src-<tree_id>: src hard-linked, with patch applied. Files a previous patch
+    touched are replaced by fresh copies with a new mtime, so make rebuilds them."""
+    from . import patches
+    m = cache / "kbuild" / f"src-{tree_id}"
+    patch_bytes = patch.read_bytes() if patch else b""
+    want = {"tree_state": tree_state, "patch_sha256": _h(patch_bytes) if patch else None}
+    try:
+        st = json.loads((m / MIRROR_STAMP).read_text())
+    except (OSError, ValueError):
+        st = {}
+    if st.get("tree_state") == want["tree_state"] and st.get("patch_sha256") == want["patch_sha256"] \
+            and st.get("complete"):
+        return m
+    touched = set(st.get("touched", [])) | set(patches.touched_paths(patch_bytes))
+    if m.exists() and not st:
+        # Unknown state (interrupted before a stamp): rebuild what any patch may have touched.
+        touched |= {"virt/kvm/guest_memfd.c", "include/uapi/linux/kvm.h", "include/linux/kvm_host.h"}
+    if m.exists():
+        shutil.rmtree(m)
+    m.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["cp", "-al", str(src), str(m)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise KernelError(f"cp -al {src} {m} failed (the cache must be on the tree's file "
+                          f"system for hard links): {r.stderr.strip()}")
+    (m / MIRROR_STAMP).write_text(json.dumps(dict(want, touched=sorted(touched), complete=False)))
+    for rel in sorted(touched):
+        p = m / rel
+        if p.is_file():
+            data = p.read_bytes()
+            p.unlink()               # break the hard link; new inode, new mtime
+            p.write_bytes(data)
+    if patch:
+        try:
+            patches._run_patch(m, patch, src, 0, False)
+        except patches.PatchError as e:
+            raise KernelError(str(e)) from e
+        progress(f"kernel build: applied {patch} to {m}")
+    (m / MIRROR_STAMP).write_text(json.dumps(dict(want, touched=sorted(touched), complete=True)))
+    return m
+
+
+def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
+    fh = _h(fragment)
+    try:
+        if json.loads((obj / ".kconform-config.json").read_text()).get("fragment") == fh \
+                and (obj / ".config").is_file():
+            return
+    except (OSError, ValueError):
+        pass
+    obj.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as lf:
+        for step in ("tinyconfig", None, "olddefconfig"):
+            if step is None:
+                with (obj / ".config").open("a") as c:
+                    c.write("\n# kconform: " + str(KERNEL_FRAGMENT) + "\n" + fragment.decode())
+                continue
+            r = subprocess.run(["make", "-C", str(src), f"O={obj}", step], stdout=lf,
+                               stderr=subprocess.STDOUT)
+            if r.returncode != 0:
+                raise KernelError(f"make {step} failed; see {log}")
+    have = set((obj / ".config").read_text().splitlines())
+    lost = [l for l in fragment.decode().splitlines() if l.startswith("CONFIG_") and l not in have]
+    if lost:
+        raise KernelError(f"{KERNEL_FRAGMENT}: olddefconfig dropped {', '.join(lost)} "
+                          f"(a dependency is missing from the fragment)")
+    (obj / ".kconform-config.json").write_text(json.dumps({"fragment": fh}))
+
+
+def build(tree_spec: str, patch: str | None = None, cache_dir: str | os.PathLike | None = None,
+          progress: Progress = print, jobs: int | None = None) -> Kernel:
+    """Builds (incrementally) a small x86-64 kernel with KVM built in from a full tree,
+    optionally patched; cached by (tree state, patch hash, fragment hash)."""
+    import time
+    from . import deps
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    patch_path = Path(patch).resolve() if patch else None
+    if patch_path is not None and not patch_path.is_file():
+        raise KernelError(f"flag --apply: {patch}: no such patch file")
+    fragment = KERNEL_FRAGMENT.read_bytes()
+    src, tree_state, tree_id = full_tree(tree_spec, cache, progress)
+    ph = _h(patch_path.read_bytes())[:12] if patch_path else "none"
+    fh = _h(fragment)[:12]
+    key = _h(f"{tree_state}\0{ph}\0{fh}".encode())[:20]
+    img_dir = cache / "kbuild" / "img" / key
+    image = img_dir / "bzImage"
+    source = f"{tree_spec}" + (f"+{patch_path.name}" if patch_path else "")
+    try:
+        st = json.loads((img_dir / IMAGE_STAMP).read_text())
+    except (OSError, ValueError):
+        st = {}
+    if st.get("key") == key and image.is_file():
+        progress(f"kernel build: {image} (cached: {source})")
+        return _built(image, source, st)
+    deps.ensure(["kernel-build"], progress)
+    t0 = time.monotonic()
+    tree = _mirror(src, tree_state, tree_id, patch_path, cache, progress)
+    obj = cache / "kbuild" / f"obj-{tree_id}-{fh}"
+    obj.mkdir(parents=True, exist_ok=True)
+    log = obj / "kconform-build.log"
+    log.write_text("")
+    _configure(tree, obj, fragment, log)
+    n = jobs or os.cpu_count() or 2
+    progress(f"kernel build: make -j{n} bzImage in {obj} (first build ~5 min on 2 cores; "
+             f"log {log})")
+    with log.open("a") as lf:
+        r = subprocess.run(["make", "-C", str(tree), f"O={obj}", f"-j{n}", "bzImage"],
+                           stdout=lf, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise KernelError(f"kernel build of {source} failed (exit {r.returncode}); "
+                          f"last lines of {log}:\n{tail}")
+    # Built: only the current patch's files differ from the tree from now on.
+    mst = json.loads((tree / MIRROR_STAMP).read_text())
+    from . import patches
+    mst["touched"] = patches.touched_paths(patch_path.read_bytes()) if patch_path else []
+    (tree / MIRROR_STAMP).write_text(json.dumps(mst))
+    built = obj / "arch" / "x86" / "boot" / "bzImage"
+    img_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, image)
+    st = {"key": key, "tree": tree_spec, "tree_id": tree_id, "tree_state": tree_state,
+          "patch": str(patch_path) if patch_path else None, "patch_sha256_12": ph,
+          "fragment_sha256_12": fh, "seconds": round(time.monotonic() - t0, 1)}
+    (img_dir / IMAGE_STAMP).write_text(json.dumps(st, indent=2) + "\n")
+    progress(f"kernel build: {image} ({st['seconds']} s)")
+    return _built(image, source, st)
+
+
+def _built(image: Path, source: str, stamp: dict) -> Kernel:
+    k = user_kernel(image)
+    return Kernel(image=k.image, release=k.release, modules=(), source=source, stamp=stamp)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kconform.kernels", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

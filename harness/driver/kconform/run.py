@@ -129,7 +129,17 @@ def _plan_qemu(args, log) -> list[Plan]:
     if args.fault:
         raise ToolError("flag --fault: works with target host only (not qemu)")
     files = scenario_files(args.scenarios, "gmem")
-    return [Plan("qemu", Engine(runner_binary("default")), "qemu", files)] if files else []
+    if not files:
+        return []
+    if getattr(args, "build", False):
+        if args.kernel:
+            raise ToolError("flag --build: builds a kernel from --tree; not with --kernel")
+        from kconform import kernels
+        # The built bzImage is booted like a --kernel of the user's (KVM built in).
+        args.kernel = str(kernels.build(args.tree or "debian:7.3", args.apply, progress=log).image)
+    elif args.tree and args.target == ["qemu"] or args.apply and args.target == ["qemu"]:
+        raise ToolError("flags --tree/--apply: for target qemu they need --build")
+    return [Plan("qemu", Engine(runner_binary("default")), "qemu", files)]
 
 
 PLANNERS = {"host": _plan_host, "el2": _plan_el2, "qemu": _plan_qemu}
