@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import REPO, kconform, needs_kvm
+from conftest import kconform, needs_kvm
 
 pytestmark = needs_kvm
 

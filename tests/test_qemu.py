@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import time
-import zlib
 from pathlib import Path
 
 import pytest

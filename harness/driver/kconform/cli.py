@@ -242,6 +242,29 @@ def cmd_tree(args, console: Console) -> int:
     return 0
 
 
+# Subcommand -> (module, function), imported on use so that `--help` and light
+# commands never import the heavier parts of the driver.
+COMMANDS = {
+    "run": ("kconform.run", "cmd_run"),
+    "rules": ("kconform.cli", "cmd_rules"),
+    "doctor": ("kconform.doctor", "cmd_doctor"),
+    "test": ("kconform.testcmd", "cmd_test"),
+    "build": ("kconform.cli", "cmd_build"),
+    "scenario": ("kconform.cli", "cmd_scenario"),
+    "bench": ("kconform.bench", "cmd_bench"),
+    "fuzz": ("kconform.fuzz", "cmd_fuzz"),
+    "gen": ("kconform.gen", "cmd_gen"),
+    "tree": ("kconform.cli", "cmd_tree"),
+    "selftest": ("kconform.selftest", "cmd_selftest"),
+}
+
+
+def _command(name: str):
+    import importlib
+    module, function = COMMANDS[name]
+    return getattr(importlib.import_module(module), function)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -254,43 +277,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             from kconform.paths import DEFAULT_BASELINE
-            from kconform.run import cmd_run
             if args.baseline is None:
                 args.baseline = str(DEFAULT_BASELINE)
-            return cmd_run(args, console)
-        if args.command == "rules":
-            return cmd_rules(args, console)
-        if args.command == "doctor":
-            from kconform.doctor import cmd_doctor
-            return cmd_doctor(args, console)
-        if args.command == "test":
-            from kconform.testcmd import cmd_test
-            if args.pytest_args and args.pytest_args[0] == "--":
-                args.pytest_args = args.pytest_args[1:]
-            return cmd_test(args, console)
-        if args.command == "build":
-            return cmd_build(args, console)
-        if args.command == "scenario":
-            return cmd_scenario(args, console)
-        if args.command == "bench":
-            from kconform.bench import cmd_bench
-            return cmd_bench(args, console)
-        if args.command == "fuzz":
-            from kconform.fuzz import cmd_fuzz
-            return cmd_fuzz(args, console)
-        if args.command == "gen":
-            from kconform.gen import cmd_gen
-            return cmd_gen(args, console)
-        if args.command == "tree":
-            return cmd_tree(args, console)
-        if args.command == "selftest":
-            from kconform.selftest import cmd_cost, cmd_selftest
-            return cmd_cost(args, console) if args.selftest_command == "cost" else cmd_selftest(args, console)
+        if args.command == "test" and args.pytest_args and args.pytest_args[0] == "--":
+            args.pytest_args = args.pytest_args[1:]
+        if args.command == "selftest" and args.selftest_command == "cost":
+            from kconform.selftest import cmd_cost
+            return cmd_cost(args, console)
+        return _command(args.command)(args, console)
     except ToolError as e:
         print(f"kconform: error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR
     except KeyboardInterrupt:
         print("kconform: interrupted", file=sys.stderr)
         return EXIT_TOOL_ERROR
-    parser.error(f"unknown command {args.command}")
-    return EXIT_TOOL_ERROR

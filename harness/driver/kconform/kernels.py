@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import json
 import os
 import re
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from .errors import ToolError
 from .paths import cache_dir as default_cache_dir
-from .trees import (Progress, _PrivateApt, _sha256, _show_record, system_mirror)
+from .trees import (Progress, _PrivateApt, _sha256, _show_record, cache_errors, system_mirror)
 
 # "debian:X.Y" -> (Debian kernel ABI name, suites). Package names verified with
 # `apt-cache policy linux-binary-7.3.4+deb13-amd64 linux-modules-7.3.4+deb13-amd64`
@@ -99,7 +98,7 @@ def fetch(spec: str = "debian:7.3", cache_dir: str | os.PathLike | None = None,
     series, abi, suites = parse_spec(spec)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = cache / "kernels" / f"debian-{abi}-{ARCH}"
-    try:
+    with cache_errors(cache, f"kernel {spec}", KernelError):
         if not refresh:
             have = _from_dir(final, spec)
             if have is not None:
@@ -107,14 +106,6 @@ def fetch(spec: str = "debian:7.3", cache_dir: str | os.PathLike | None = None,
                 return have
         cache.mkdir(parents=True, exist_ok=True)
         return _fetch(spec, abi, suites, cache, final, progress)
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise KernelError(f"no space left in cache {cache} while fetching kernel {spec}: "
-                              f"free disk space or point KCONFORM_CACHE elsewhere") from e
-        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise KernelError(f"cannot write to cache {cache} ({e}): "
-                              f"choose a writable cache with KCONFORM_CACHE") from e
-        raise
 
 
 def _download(apt: _PrivateApt, package: str, suites, mirror, progress) -> tuple[Path, dict]:
@@ -298,7 +289,7 @@ def _h(data: bytes) -> str:
 def full_tree(spec: str, cache: Path, progress: Progress = print) -> tuple[Path, str, str]:
     """A whole kernel tree: (path, tree state key, tree id). debian:X.Y is downloaded
     (through the private apt state) and extracted once into <cache>/fulltrees/."""
-    from .trees import DEBIAN_SUITES, _upstream_version, makefile_version
+    from .trees import DEBIAN_SUITES, makefile_version
     if spec.startswith("debian:"):
         series = spec.split(":", 1)[1]
         if series not in DEBIAN_SUITES:

@@ -24,7 +24,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import zlib
 from pathlib import Path

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kconform import baseline, build, report
 from kconform.engine import Engine
 from kconform.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
-from kconform.paths import CORPORA, DEFAULT_BASELINE, REPO, reports_dir, runner_binary
+from kconform.paths import CORPORA, reports_dir, runner_binary
 
 # Every target kconform knows, in the order `run` tries them, and the ABI each runs.
 TARGETS = {"host": "gmem", "el2": "ffa", "qemu": "gmem"}

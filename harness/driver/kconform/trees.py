@@ -13,6 +13,7 @@ system's apt sources are never touched.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -261,7 +262,7 @@ def fetch(spec: str, cache_dir: str | os.PathLike | None = None,
     """
     s = parse_spec(spec)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    try:
+    with cache_errors(cache, spec, TreeError):
         cache.mkdir(parents=True, exist_ok=True)
         if not refresh:
             have = _existing_tree(cache, s)
@@ -269,13 +270,20 @@ def fetch(spec: str, cache_dir: str | os.PathLike | None = None,
                 progress(f"tree {spec}: {have} (cached)")
                 return have
         return _fetch(s, spec, cache, progress)
+
+
+@contextlib.contextmanager
+def cache_errors(cache: Path, what: str, error: type[ToolError]):
+    """Turns a full or unwritable cache into an error saying what to do."""
+    try:
+        yield
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise TreeError(f"no space left in cache {cache} while fetching {spec}: "
-                            f"free disk space or point KCONFORM_CACHE elsewhere") from e
+            raise error(f"no space left in cache {cache} while fetching {what}: "
+                        f"free disk space or point KCONFORM_CACHE elsewhere") from e
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise TreeError(f"cannot write to cache {cache} ({e}): "
-                            f"choose a writable cache with KCONFORM_CACHE or --cache") from e
+            raise error(f"cannot write to cache {cache} ({e}): "
+                        f"choose a writable cache with KCONFORM_CACHE") from e
         raise
 
 
