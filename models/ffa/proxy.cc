@@ -863,38 +863,27 @@ void do_reclaim2(World& w, const uint64_t* in, uint32_t variant, Step* s) {
   s->hits.pass(kFfaR2CountBound);
   // Unshare: variant 0 every host page of which EL3 holds no 4K page any more;
   // variant 1 only host pages wholly inside what this call reclaimed.
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < count && done < c; ++i) {
-    Constituent d;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * P.desc_size, &d);
-    for (uint64_t p = i == 0 ? index : 0; p < d.pages && done < c; ++p, ++done) {
-      const uint64_t pa = d.address + p * kFfaPage;
-      const uint64_t hp = pa - pa % prof.page_size;
-      const int64_t k = host_page(w, pa);
-      if (k < 0 || w.proxy.view[k] != static_cast<uint8_t>(PageView::kSharedFfa)) continue;
-      bool free = true;
-      for (uint64_t q = hp; q < hp + prof.page_size && free; q += kFfaPage) {
-        if (variant == 0) {
-          free = !w.spmc.page_held(q);
-        } else {
-          // q must be among this call's first c pages.
-          bool inside = false;
-          uint64_t seen = 0;
-          for (uint32_t j = 0; j < count && !inside && seen < c; ++j) {
-            Constituent e;
-            read_constituent(txb, off + static_cast<uint64_t>(j) * P.desc_size, &e);
-            const uint64_t start = j == 0 ? index : 0;
-            const uint64_t take = e.pages - start < c - seen ? e.pages - start : c - seen;
-            const uint64_t a0 = e.address + start * kFfaPage;
-            inside = q >= a0 && q < a0 + take * kFfaPage;
-            seen += take;
-          }
-          free = inside;
-        }
+  for_each_reclaim2_page(txb, off, count, index, c, [&](uint64_t pa) {
+    const uint64_t hp = pa - pa % prof.page_size;
+    const int64_t k = host_page(w, pa);
+    if (k < 0 || w.proxy.view[k] != static_cast<uint8_t>(PageView::kSharedFfa)) return true;
+    bool free = true;
+    for (uint64_t q = hp; q < hp + prof.page_size && free; q += kFfaPage) {
+      if (variant == 0) {
+        free = !w.spmc.page_held(q);
+      } else {
+        // q must be among this call's first c pages.
+        bool inside = false;
+        for_each_reclaim2_page(txb, off, count, index, c, [&](uint64_t r) {
+          inside = q >= r && q < r + kFfaPage;
+          return !inside;
+        });
+        free = inside;
       }
-      if (free) w.proxy.view[k] = static_cast<uint8_t>(PageView::kOwned);
     }
-  }
+    if (free) w.proxy.view[k] = static_cast<uint8_t>(PageView::kOwned);
+    return true;
+  });
   if (!w.spmc.find(handle)) s->hits.pass(kFfaR2Equivalence);
   s->success(kFfaR2Unshare, 0b101, c);
   s->success(kFfaR2CountBound, 0b101, c);

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
+#include "models/ffa/desc.h"
 #include "models/ffa/ffa.h"
 
 namespace kconform::ffa {
@@ -71,5 +73,24 @@ inline constexpr Reclaim2Field kReclaim2Table[] = {
     {"errors", "INVALID_PARAMETERS for arguments, handle, descriptors, reclaimed pages; DENIED while retrieved", "ours: as FFA_MEM_RECLAIM"},
     {"last page", "the handle is freed when its last page is reclaimed", "ours: equivalence with FFA_MEM_RECLAIM"},
 };
+
+// Visits, in list order, the 4K pages a RECLAIM2 call covers: the descriptors
+// at txb[off], txb[off + desc_size], ..., from page `index` of the first one,
+// at most `limit` pages (R2:PROFILE "pages reclaimed in list order"). fn(pa)
+// returns false to stop early. Returns how many pages were visited.
+template <typename Fn>
+uint64_t for_each_reclaim2_page(std::span<const uint8_t> txb, uint64_t off, uint32_t count,
+                                uint64_t index, uint64_t limit, Fn&& fn) {
+  uint64_t done = 0;
+  for (uint32_t i = 0; i < count && done < limit; ++i) {
+    Constituent d;
+    read_constituent(txb, off + static_cast<uint64_t>(i) * kReclaim2.desc_size, &d);
+    for (uint64_t p = i == 0 ? index : 0; p < d.pages && done < limit; ++p) {
+      ++done;
+      if (!fn(d.address + p * kFfaPage)) return done;
+    }
+  }
+  return done;
+}
 
 }  // namespace kconform::ffa

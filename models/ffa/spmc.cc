@@ -701,20 +701,15 @@ void Spmc::reclaim2(const uint64_t* in, uint64_t* out, Hits* hits) {
     fault_ = Fault::kNone;
     if (fault_value_ < asked) n = fault_value_;
   }
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < count && done < n; ++i) {
-    Constituent c;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * P.desc_size, &c);
-    for (uint64_t p = i == 0 ? index : 0; p < c.pages && done < n; ++p, ++done) {
-      const uint64_t pa = c.address + p * kFfaPage;
-      const uint32_t k = static_cast<uint32_t>(t->page_index(pa));
-      t->reclaimed[k / 64] |= 1ull << (k % 64);
-      ++t->reclaimed_count;
-      if (flags & kReclaimZero)
-        if (uint8_t* m = phys(pa, kFfaPage))
-          for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
-    }
-  }
+  const uint64_t done = for_each_reclaim2_page(txb, off, count, index, n, [&](uint64_t pa) {
+    const uint32_t k = static_cast<uint32_t>(t->page_index(pa));
+    t->reclaimed[k / 64] |= 1ull << (k % 64);
+    ++t->reclaimed_count;
+    if (flags & kReclaimZero)
+      if (uint8_t* m = phys(pa, kFfaPage))
+        for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
+    return true;
+  });
   uint64_t reported = done;
   if (fault_ == Fault::kLongCount) {
     fault_ = Fault::kNone;
