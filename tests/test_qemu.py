@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, kconform
 from kconform import kernels, qemu
 
 # --- frames ----------------------------------------------------------------------
@@ -166,6 +166,27 @@ def test_build_mirror_patches_a_copy_and_refreshes_what_a_patch_touched(tmp_path
     assert os.stat(back).st_ino != os.stat(old).st_ino and old.stat().st_mtime == 1_000_000
 
 
+def test_build_mirror_keeps_the_mtime_of_what_the_last_build_compiled(tmp_path):
+    """A mutant of a patch: the files it shares with the last built patch keep their
+    build-time mtime (make does not recompile them), the file it changes does not."""
+    src = _fake_tree(tmp_path / "tree")
+    hunk = lambda f, a, b: f"--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-{a}\n+{b}\n"  # noqa: E731
+    gm = "--- a/virt/kvm/guest_memfd.c\n+++ b/virt/kvm/guest_memfd.c\n@@ -1,3 +1,3 @@\n a\n-b\n+{}\n c\n"
+    ref, mutant = tmp_path / "ref.patch", tmp_path / "mutant.patch"
+    ref.write_text(hunk("other.c", "x", "X") + gm.format("B"))
+    mutant.write_text(hunk("other.c", "x", "X") + gm.format("Q"))
+    cache = tmp_path / "cache"
+    m = kernels._mirror(src, "s1", "t", ref, cache, progress=lambda _m: None)
+    for rel in ("other.c", "virt/kvm/guest_memfd.c"):
+        os.utime(m / rel, ns=(5_000_000_000, 5_000_000_000))   # "compiled" at t=5 s
+    kernels._record_built(m, ["other.c", "virt/kvm/guest_memfd.c"])
+    m = kernels._mirror(src, "s1", "t", mutant, cache, progress=lambda _m: None)
+    assert (m / "other.c").read_text() == "X\n" and (m / "other.c").stat().st_mtime_ns == 5_000_000_000
+    assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nQ\nc\n"
+    assert (m / "virt/kvm/guest_memfd.c").stat().st_mtime > 1_000_000
+    assert (src / "other.c").stat().st_mtime_ns != 5_000_000_000      # the tree's inode untouched
+
+
 def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
     with pytest.raises(kernels.KernelError, match="not a full kernel tree"):
         kernels.build(str(tmp_path), cache_dir=tmp_path / "c", progress=lambda _m: None)
@@ -287,3 +308,44 @@ def test_boot_timeout_is_a_finding_and_qemu_is_killed(engine, debian_kernel, tmp
     assert boot.exit_code is not None  # the process is gone
     r = subprocess.run(["pgrep", "-f", str(tmp_path / "frames-0.log")], capture_output=True)
     assert r.returncode == 1, "a QEMU process outlived the boot"
+
+
+# --- the write patch built into a kernel (the issue's done-when command) -------------
+
+WRITE_PATCH = REPO / "targets/qemu/write/gmem-write-reference.patch"
+
+
+def _kernel_build_missing() -> str | None:
+    from kconform import deps
+    why = _qemu_missing()
+    if why:
+        return why
+    try:
+        need = deps.missing(["kernel-build"])
+    except Exception as e:  # noqa: BLE001
+        return str(e)
+    if need and os.geteuid() != 0:
+        return "kernel build packages missing: " + " ".join(need)
+    return None
+
+
+@pytest.mark.network
+def test_patched_debian_7_3_build_boots_and_passes_the_write_profile(tmp_path):
+    """`kconform run --target qemu --tree debian:7.3 --apply <write patch> --build`: a cold
+    build takes ~5-10 min on 2 cores (then cached by tree, patch and fragment)."""
+    why = _kernel_build_missing()
+    if why:
+        pytest.skip(why)
+    r = kconform("run", "--target", "qemu", "--tree", "debian:7.3", "--apply", str(WRITE_PATCH), "--build",
+                 "--format", "json", "--report-dir", str(tmp_path), timeout=2400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    (run,) = doc["runs"]
+    assert run["target"]["profile"] == "gmem-write" and run["target"]["release"] == "7.3.4"
+    assert run["target"]["caps"]["KVM_CAP_GUEST_MEMFD_FLAGS"] & 4      # GUEST_MEMFD_FLAG_WRITE
+    assert run["findings"] == [] and run["counts"]["violation"] == 0
+    rules = {x["id"]: x for x in run["rules"]}
+    for rid in ("GMEM.WRITE.ALIGN", "GMEM.WRITE.EOF", "GMEM.WRITE.SHARED_ONLY", "GMEM.WRITE.POPULATE",
+                "GMEM.WRITE.SRC_FAULT", "GMEM.WRITE.FLAG_REQUIRED"):
+        assert rules[rid]["allowed"] + rules[rid]["forbidden"] > 0, rid
+    assert run["summary"]["guest_scenarios_per_second"] > 0
