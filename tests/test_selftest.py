@@ -31,11 +31,14 @@ pytestmark = pytest.mark.skipif(not _tree_available(), reason="debian:7.3 tree o
 def _matrix(tmp_path):
     found = list(tmp_path.rglob("kill-matrix.json"))
     assert len(found) == 1
-    return json.loads(found[0].read_text())
+    doc = json.loads(found[0].read_text())
+    assert doc["format"] == 2 and list(doc["abis"]) == ["ffa"]
+    return doc["abis"]["ffa"]
 
 
 def test_two_mutants_are_killed_with_their_rules(tmp_path):
-    r = kconform("selftest", "mutants", "--only", "09,21", "--format", "json", "--report-dir", str(tmp_path),
+    r = kconform("selftest", "mutants", "--abi", "ffa", "--only", "09,21", "--format", "json",
+                 "--report-dir", str(tmp_path),
                  timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = _matrix(tmp_path)
@@ -48,13 +51,20 @@ def test_two_mutants_are_killed_with_their_rules(tmp_path):
 
 
 def test_unknown_mutant_is_a_tool_error(tmp_path):
-    r = kconform("selftest", "mutants", "--only", "99", "--report-dir", str(tmp_path), timeout=1200)
+    r = kconform("selftest", "mutants", "--abi", "ffa", "--only", "99", "--report-dir", str(tmp_path), timeout=1200)
     assert r.returncode == 2
     assert "no mutant 99" in r.stderr
 
 
+def test_only_needs_an_abi(tmp_path):
+    r = kconform("selftest", "mutants", "--only", "01", "--report-dir", str(tmp_path), timeout=60)
+    assert r.returncode == 2
+    assert "give --abi ffa or --abi gmem" in r.stderr
+    assert not list(tmp_path.iterdir())  # refused before any report folder was made
+
+
 def test_every_mutant_is_killed(tmp_path):
-    r = kconform("selftest", "mutants", "--format", "json", "--report-dir", str(tmp_path), timeout=3000)
+    r = kconform("selftest", "mutants", "--abi", "ffa", "--format", "json", "--report-dir", str(tmp_path), timeout=3000)
     m = _matrix(tmp_path)
     survivors = [x["mutant"] for x in m["mutants"] if x["status"] != "killed"]
     assert r.returncode == 0 and not survivors, f"survivors: {survivors}\n{r.stderr[-2000:]}"

@@ -354,6 +354,10 @@ class GuestRun:
     agent_seconds: float
     agent_ops: int
     agent_scenarios: int
+    kernel: kernels.Kernel
+    work: Path
+    # seconds from the first QEMU start until the agent's 'begin' frame of each scenario
+    began: dict = dataclasses.field(default_factory=dict)
 
 
 def agent_binary() -> Path:
@@ -389,6 +393,8 @@ def run_guest(engine_binary: Path, files: list[str], kernel: kernels.Kernel, wor
     start_from = 0
     agent_seconds = 0.0
     agent_ops = agent_scenarios = 0
+    began: dict[int, float] = {}
+    t_start = time.monotonic()
 
     def on_record(rec: dict) -> None:
         t = rec.get("t")
@@ -401,6 +407,7 @@ def run_guest(engine_binary: Path, files: list[str], kernel: kernels.Kernel, wor
             log(f"kconform: qemu: module {rec.get('name')} did not load: {rec.get('errno')}")
         elif t == "begin":
             obs[rec["s"]] = []
+            began[rec["s"]] = time.monotonic() - t_start
         elif t == "op":
             obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"]])
             state["done"] += 1
@@ -441,7 +448,8 @@ def run_guest(engine_binary: Path, files: list[str], kernel: kernels.Kernel, wor
     identity = {"type": "identity", "target": "qemu", "release": p["release"],
                 "profile": p["profile"], "caps": p["caps"], "cap_bits": p["cap_bits"],
                 "seconds": agent_seconds}
-    return GuestRun(identity, obs, crashes, warnings, boots, agent_seconds, agent_ops, agent_scenarios)
+    return GuestRun(identity, obs, crashes, warnings, boots, agent_seconds, agent_ops, agent_scenarios,
+                    kernel, work, began)
 
 
 def write_observations(g: GuestRun, path: Path) -> None:
@@ -465,12 +473,19 @@ def run_target(engine_binary: Path, files: list[str], raw_out: Path, out_dir: Pa
                accel: str, log: Log, progress: Callable[[int, int], None] | None = None):
     """`kconform run --target qemu`: boot, collect outcomes, judge on the host; returns the
     TargetRun of the verdict stream with each guest crash added as a finding."""
-    from kconform.verdicts import Collector, Finding, parse_line
     ensure_tools(log)
     kernel = resolve_kernel(kernel_path, log)
     work = out_dir / "qemu"
     work.mkdir()
     g = run_guest(engine_binary, files, kernel, work, accel, log, progress)
+    return judge_guest(engine_binary, files, g, raw_out, log)
+
+
+def judge_guest(engine_binary: Path, files: list[str], g: GuestRun, raw_out: Path, log: Log):
+    """Judges a guest's observations on the host (kconform-runner judge) into a TargetRun;
+    guest crashes and kernel warnings become QEMU.* findings."""
+    from kconform.verdicts import Collector, Finding, parse_line
+    kernel, work = g.kernel, g.work
     obs_path = work / "observations.jsonl"
     write_observations(g, obs_path)
 
@@ -497,7 +512,7 @@ def run_target(engine_binary: Path, files: list[str], raw_out: Path, out_dir: Pa
 
     # Guest crashes and kernel warnings are findings of their own, with the console
     # log as evidence; "file"/"index" name the scenario in flight.
-    where = _scenario_locations(engine_binary, files)
+    where = scenario_locations(engine_binary, files)
     for c in g.crashes:
         s = c.scenario if c.scenario is not None else (max(g.observations) if g.observations else None)
         if s is None:
@@ -520,7 +535,7 @@ def run_target(engine_binary: Path, files: list[str], raw_out: Path, out_dir: Pa
     return run
 
 
-def _scenario_locations(engine_binary: Path, files: list[str]) -> list[tuple[str, int, str]]:
+def scenario_locations(engine_binary: Path, files: list[str]) -> list[tuple[str, int, str]]:
     """(file, index in file, name) of each scenario in pack order."""
     out = []
     for f in files:

@@ -1,0 +1,169 @@
+"""The guest_memfd write() kill matrix (`kconform selftest mutants --abi gmem`), inside QEMU.
+
+Controls first:
+  stock      Debian's packaged 7.3 kernel (no GUEST_MEMFD_FLAG_WRITE): the guest must
+             report the base profile, the write-profile scenarios must come back
+             `unsupported`, GMEM.WRITE.UNSUPPORTED (write() refused) must be exercised
+             and nothing may be violated;
+  reference  Debian's 7.3 tree + targets/qemu/write/gmem-write-reference.patch, built
+             (kernels.build) and booted: the guest must report the write profile, every
+             other GMEM.WRITE* rule must be exercised and nothing may be violated.
+Then each mutant (targets/qemu/write/mutants/NN-name.patch: the whole reference patch
+with one fault) is built into the same kernel build folder (only what the fault changes
+recompiles: guest_memfd.o and the link), booted, and runs the whole guest_memfd suite
+(corpora/gmem and corpora/z3/gmem); the outcomes are judged on the host. A mutant is
+killed by any rule violation or any QEMU.* finding (panic, oops, kernel warning, hang).
+Time to kill: seconds from QEMU's start to the agent's 'begin' of the first scenario
+with a kill, so it includes the boot.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from kconform import build, kernels, qemu
+from kconform.errors import ToolError
+from kconform.paths import REPO, runner_binary
+from kconform.selftest import MutantResult, mutant_patches
+
+WRITE_DIR = REPO / "targets" / "qemu" / "write"
+REFERENCE = WRITE_DIR / "gmem-write-reference.patch"
+MUTANTS_DIR = WRITE_DIR / "mutants"
+TREE = "debian:7.3"
+ACCEL = "tcg"
+WRITE_RULE_PREFIXES = ("GMEM.WRITE.", "GMEM.WRITEV.")
+# The one write rule for kernels without the write ABI (write() must fail there):
+# the stock control must exercise it, the reference every other write rule.
+WITHOUT_WRITE_ABI = "GMEM.WRITE.UNSUPPORTED"
+
+
+def _kills(run) -> list:
+    """Findings that kill: every violation and every QEMU.* finding, in the order found."""
+    return list(run.findings)
+
+
+def _first_kill(run, g: qemu.GuestRun, where: dict):
+    """(the earliest kill in pack order, its "scenario op N (rule)", seconds from QEMU start)."""
+    best = None
+    for f in _kills(run):
+        s = where.get((f.file, f.index))
+        k = (s if s is not None else 1 << 30, f.op)
+        if best is None or k < best[0]:
+            best = (k, f)
+    if best is None:
+        return None, "", None
+    (s, op), f = best
+    t = g.began.get(s) if s is not None else None
+    if t is None:  # a crash after the last 'begin' frame: the end of the last boot
+        t = g.boots[-1].ended - g.boots[0].started
+    return f, f"{f.scenario} op {op} ({f.rule})", round(t, 3)
+
+
+def _run_kernel(kernel: kernels.Kernel, files: list[str], out: Path, label: str, log):
+    """Boots kernel, runs files, judges them: (TargetRun, GuestRun, seconds)."""
+    t0 = time.monotonic()
+    work = out / f"qemu-gmem-{label}"
+    work.mkdir()
+    engine = runner_binary("default")
+    g = qemu.run_guest(engine, files, kernel, work, ACCEL, log)
+    run = qemu.judge_guest(engine, files, g, out / f"verdicts-gmem-{label}.jsonl", lambda m: None)
+    return run, g, time.monotonic() - t0
+
+
+def _write_rules_exercised(run) -> list[str]:
+    return sorted(r for r, t in run.rules.items()
+                  if r.startswith(WRITE_RULE_PREFIXES) and (t.allowed or t.forbidden))
+
+
+def matrix(args, out: Path, log) -> dict:
+    """Controls, then every mutant (or --only those) inside QEMU; the kill matrix."""
+    t_all = time.monotonic()
+    from kconform.run import scenario_files
+    files = scenario_files([], "gmem")
+    patches_ = mutant_patches(MUTANTS_DIR, args.only)
+    build.build("default", log=log)
+    qemu.ensure_tools(log)
+    locations = qemu.scenario_locations(runner_binary("default"), files)
+    where = {(f, i): s for s, (f, i, _n) in enumerate(locations)}
+    controls: dict[str, dict] = {}
+
+    log(f"kconform selftest gmem: control: Debian's packaged {TREE} kernel "
+        f"(expects the base profile, write() refused, no violation)")
+    stock = kernels.fetch(TREE, progress=log)
+    run, g, secs = _run_kernel(stock, files, out, "stock", log)
+    got = {"write_abi": bool(g.identity["profile"].get("write_abi")), "release": g.identity["release"],
+           "unsupported_ops": run.counts["unsupported"],
+           "findings": sorted({f.rule for f in run.findings}),
+           "write_rules_exercised": _write_rules_exercised(run)}
+    controls["stock"] = {
+        "expect": f"Debian's {TREE} kernel: no write ABI, write-profile scenarios unsupported, "
+                  f"{WITHOUT_WRITE_ABI} exercised, no finding",
+        "got": got, "run_seconds": round(secs, 1), "timing": run.target.get("timing", ""),
+        "ok": (not got["write_abi"] and got["unsupported_ops"] > 0 and not got["findings"]
+               and WITHOUT_WRITE_ABI in got["write_rules_exercised"])}
+
+    log(f"kconform selftest gmem: control: {TREE} + {REFERENCE.name} (expects the write profile, "
+        f"every write rule exercised, no violation)")
+    t0 = time.monotonic()
+    ref = kernels.build(TREE, str(REFERENCE), progress=log)
+    b = time.monotonic() - t0
+    run, g, secs = _run_kernel(ref, files, out, "reference", log)
+    all_write = sorted(r["id"] for r in _gmem_rules()
+                       if r["id"].startswith(WRITE_RULE_PREFIXES) and r["id"] != WITHOUT_WRITE_ABI)
+    got = {"write_abi": bool(g.identity["profile"].get("write_abi")), "release": g.identity["release"],
+           "findings": sorted({f.rule for f in run.findings}),
+           "write_rules_exercised": _write_rules_exercised(run)}
+    missing = sorted(set(all_write) - set(got["write_rules_exercised"]))
+    got["write_rules_not_exercised"] = missing
+    controls["reference"] = {
+        "expect": f"the reference write() implementation: write ABI, every GMEM.WRITE* rule but "
+                  f"{WITHOUT_WRITE_ABI} exercised, no finding",
+        "got": got, "build_seconds": round(b, 1), "run_seconds": round(secs, 1),
+        "timing": run.target.get("timing", ""),
+        "boot_to_first_op_seconds": run.summary.get("boot_to_first_op_seconds"),
+        "guest_scenarios_per_second": run.summary.get("guest_scenarios_per_second"),
+        "ok": got["write_abi"] and not got["findings"] and not missing}
+
+    results: list[MutantResult] = []
+    if all(c["ok"] for c in controls.values()):
+        for patch in patches_:
+            results.append(_one_mutant(patch, files, out, where, log))
+    killed = sum(m.status == "killed" for m in results)
+    return {"abi": "gmem", "target": "qemu", "tree": TREE, "accel": ACCEL,
+            "reference": os.path.relpath(REFERENCE, REPO),
+            "suite": [os.path.relpath(f, REPO) for f in files],
+            "controls": controls, "killed": killed, "total": len(results),
+            "seconds": round(time.monotonic() - t_all, 1), "mutants": [asdict(m) for m in results]}
+
+
+def _gmem_rules() -> list[dict]:
+    from kconform.engine import Engine
+    return [r for r in Engine(runner_binary("default")).rules() if r["abi"] == "gmem"]
+
+
+def _one_mutant(patch: Path, files: list[str], out: Path, where: dict, log) -> MutantResult:
+    m = MutantResult(patch.stem)
+    log(f"kconform selftest gmem: {patch.stem}")
+    try:
+        t0 = time.monotonic()
+        kernel = kernels.build(TREE, str(patch), progress=log)
+        m.build_seconds = round(time.monotonic() - t0, 1)
+        run, g, secs = _run_kernel(kernel, files, out, patch.stem[:2], log)
+    except ToolError as e:
+        m.status, m.error = "error", str(e).splitlines()[0]
+        return m
+    m.run_seconds = round(secs, 1)
+    m.runs = [{"release": g.identity["release"], "write_abi": bool(g.identity["profile"].get("write_abi")),
+               "counts": dict(run.counts), "timing": run.target.get("timing", "")}]
+    kills = _kills(run)
+    if kills:
+        m.status = "killed"
+        for f in kills:
+            if f.rule not in m.rules:
+                m.rules.append(f.rule)
+        first, m.first, m.time_to_kill = _first_kill(run, g, where)
+        m.kind = "QEMU" if first.rule.startswith("QEMU.") else "violation"
+    return m
