@@ -34,6 +34,16 @@ def rules(engine):
     return engine.rules()
 
 
+def kill_matrix(root: Path, abi: str) -> dict:
+    """The one kill-matrix.json a `selftest mutants --abi ABI --report-dir root` wrote: ABI's matrix."""
+    import json
+    found = list(root.rglob("kill-matrix.json"))
+    assert len(found) == 1, found
+    doc = json.loads(found[0].read_text())
+    assert doc["format"] == 2 and list(doc["abis"]) == [abi]
+    return doc["abis"][abi]
+
+
 def have_kvm() -> bool:
     return os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK)
 

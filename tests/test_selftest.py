@@ -8,12 +8,11 @@ that survives is a hole in the suite that CI must show.
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
-from conftest import REPO, kconform
+from conftest import REPO, kconform, kill_matrix
 
 
 def _tree_available() -> bool:
@@ -29,11 +28,7 @@ pytestmark = pytest.mark.skipif(not _tree_available(), reason="debian:7.3 tree o
 
 
 def _matrix(tmp_path):
-    found = list(tmp_path.rglob("kill-matrix.json"))
-    assert len(found) == 1
-    doc = json.loads(found[0].read_text())
-    assert doc["format"] == 2 and list(doc["abis"]) == ["ffa"]
-    return doc["abis"]["ffa"]
+    return kill_matrix(tmp_path, "ffa")
 
 
 def test_two_mutants_are_killed_with_their_rules(tmp_path):

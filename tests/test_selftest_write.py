@@ -9,21 +9,16 @@ suite. A mutant that survives is a hole in the suite that CI must show.
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import kconform
+from conftest import kconform, kill_matrix
 from test_qemu import _kernel_build_missing
 
 
 def _matrix(tmp_path):
-    found = list(tmp_path.rglob("kill-matrix.json"))
-    assert len(found) == 1
-    doc = json.loads(found[0].read_text())
-    assert doc["format"] == 2 and list(doc["abis"]) == ["gmem"]
-    return doc["abis"]["gmem"]
+    return kill_matrix(tmp_path, "gmem")
 
 
 # Each mutant's fault and a rule that must catch it (targets/qemu/write/MUTANTS.md).
