@@ -61,7 +61,24 @@ def checks() -> list[tuple[str, str, str]]:
     kernels = sorted(p.name for p in (cache / "kernels").glob("*")) if (cache / "kernels").exists() else []
     rows.append(("cached trees", "ok" if trees else "warn", ", ".join(trees) or f"none in {cache}/trees"))
     rows.append(("cached kernels", "ok" if kernels else "warn", ", ".join(kernels) or f"none in {cache}/kernels"))
+    full = sorted(p.name for p in (cache / "fulltrees").glob("*")) if (cache / "fulltrees").exists() else []
+    rows.append(("full trees (--build)", "ok" if full else "warn", ", ".join(full) or f"none in {cache}/fulltrees"))
+    rows.append(("built kernels (--build)", "ok", _built_kernels(cache)))
     return rows
+
+
+def _built_kernels(cache) -> str:
+    """What <cache>/kbuild/img holds: tree + patch of each image (kernels.IMAGE_STAMP)."""
+    import json
+    from kconform.kernels import IMAGE_STAMP
+    names = []
+    for stamp in sorted((cache / "kbuild" / "img").glob(f"*/{IMAGE_STAMP}")):
+        try:
+            st = json.loads(stamp.read_text())
+        except (OSError, ValueError):
+            continue
+        names.append(st.get("tree", "?") + (f"+{os.path.basename(st['patch'])}" if st.get("patch") else ""))
+    return f"{len(names)}: " + ", ".join(names) if names else f"none in {cache}/kbuild/img"
 
 
 def cmd_doctor(args, console: Console) -> int:
