@@ -4,10 +4,12 @@
 Rows: the EL2 differential (scenario executions per second on one core, plain
 and ASan+UBSan builds), guest_memfd scenarios per second on the host kernel
 (Google Benchmark, harness/bench), Z3 generation time (kconform-gen), and, only
-when selected (`--only mutant-ttf`, it takes minutes), the time libFuzzer needs
-from an empty corpus to find a RECLAIM2 mutant (targets/el2/reclaim2/mutants/).
+when selected (they take minutes): `--only mutant-ttf`, the time libFuzzer needs
+from an empty corpus to find a RECLAIM2 mutant (targets/el2/reclaim2/mutants/);
+`--only qemu`, boot to the first observed op and scenarios per second inside the
+guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 
-Selectors (`--only a,b`): el2, gmem, gen (the default set) and mutant-ttf.
+Selectors (`--only a,b`): el2, gmem, gen (the default set), mutant-ttf and qemu.
 
     python3 -m kconform.bench --only mutant-ttf [--mutants 09,21] [--mutant-budget 60] [--mutant-runs 3]
 """
@@ -57,7 +59,7 @@ def _row(name: str, value, unit: str, how: str, skipped: str = "") -> dict:
     return {"benchmark": name, "median": value, "unit": unit, "how": how, "skipped": skipped}
 
 
-SELECTORS = ("el2", "gmem", "gen", "mutant-ttf")
+SELECTORS = ("el2", "gmem", "gen", "mutant-ttf", "qemu")
 DEFAULT_SELECTORS = ("el2", "gmem", "gen")
 
 
@@ -89,6 +91,50 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         rows.append(_gen_row(reps, log))
     if "mutant-ttf" in sel:
         rows += mutant_ttf(log=log, **(mutant_opts or {}))
+    if "qemu" in sel:
+        rows += _qemu_rows(reps, log)
+    return rows
+
+
+def _qemu_rows(reps: int, log) -> list[dict]:
+    """Per kernel: boots running the guest_memfd suite; medians of boot to the first
+    observed op (QEMU start to the first op outcome reaching the host, i.e. the first
+    verdict's input) and of scenarios per second inside the guest (the agent's clock)."""
+    from kconform import kernels, qemu
+    from kconform.paths import runner_binary
+    from kconform.run import scenario_files
+    build.build("default", log=log)
+    qemu.ensure_tools(log)
+    files = scenario_files([], "gmem")
+    write_patch = REPO / "targets" / "qemu" / "write" / "gmem-write-reference.patch"
+    rows = []
+    for label, get in (("Debian 7.3 kernel (modules)", lambda: kernels.fetch("debian:7.3", progress=log)),
+                       ("7.3 + our write() patch (built, KVM built in)",
+                        lambda: kernels.build("debian:7.3", str(write_patch), progress=log))):
+        try:
+            kernel = get()
+        except ToolError as e:
+            for what, unit in (("boot to first observed op", "s"), ("scenarios inside the guest", "scenarios/s")):
+                rows.append(_row(f"QEMU {what}, {label}", None, unit, "", f"kernel unavailable: {str(e)[:200]}"))
+            continue
+        boots, rates, counts = [], [], set()
+        for _ in range(reps):
+            with tempfile.TemporaryDirectory() as d:
+                g = qemu.run_guest(runner_binary("default"), files, kernel, Path(d), "tcg", lambda m: None)
+            b = g.boots[0]
+            if b.first_op is None or not g.agent_seconds or g.crashes:
+                raise ToolError(f"bench qemu: {label}: the guest did not run the suite cleanly "
+                                f"({[c.kind for c in g.crashes]})")
+            boots.append(b.first_op - b.started)
+            rates.append(g.agent_scenarios / g.agent_seconds)
+            counts.add((g.agent_scenarios, g.agent_ops))
+        sc, ops = sorted(counts)[-1]
+        how = (f"qemu-system-x86_64 -accel tcg -cpu EPYC,+svm,+npt, 1 vCPU; {len(boots)} boots running "
+               f"corpora/gmem + corpora/z3/gmem ({sc} scenarios, {ops} ops run in the guest; range "
+               f"{min(boots):.1f}-{max(boots):.1f} s, {min(rates):.0f}-{max(rates):.0f} scenarios/s)")
+        rows.append(_row(f"QEMU boot to first observed op, {label}", round(statistics.median(boots), 2), "s", how))
+        rows.append(_row(f"QEMU scenarios inside the guest, {label}", round(statistics.median(rates), 1),
+                         "scenarios/s", how))
     return rows
 
 

@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-merge", action="store_true", help="skip merging and minimising the corpus at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
-    p = sub.add_parser("bench", help="benchmarks: EL2 differential, host guest_memfd, Z3 generation (medians)")
+    p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, qemu")
     from kconform.bench import add_arguments as add_bench_arguments
     add_bench_arguments(p)
 
