@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -48,15 +49,20 @@ def _binary():
     return REPO / "build" / "fuzz-libfuzzer" / "harness" / "fuzz" / "kconform-fuzz-host"
 
 
-def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
-    from kconform import fuzz
+def _bind_past_2_63_binary(tmp_path) -> Path:
+    """BIND_PAST_2_63 in the binary scenario form the fuzz harness reads."""
     from kconform.paths import runner_binary
     src = tmp_path / "case.kcs"
     src.write_text(BIND_PAST_2_63)
     conv = tmp_path / "bin"
     conv.mkdir()
     subprocess.run([str(runner_binary()), "convert", "--to", "binary", "--out-dir", str(conv), str(src)], check=True)
-    data = next(conv.iterdir()).read_bytes()
+    return next(conv.iterdir())
+
+
+def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
+    from kconform import fuzz
+    data = _bind_past_2_63_binary(tmp_path).read_bytes()
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="")
     path, new = fuzz.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
     digest = hashlib.sha1(data).hexdigest()[:12]
@@ -68,15 +74,10 @@ def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
 
 
 def test_a_baselined_rule_is_recorded_not_a_crash(short_run, tmp_path):
-    from kconform.paths import runner_binary
-    src = tmp_path / "case.kcs"
-    src.write_text(BIND_PAST_2_63)
-    conv = tmp_path / "bin"
-    conv.mkdir()
-    subprocess.run([str(runner_binary()), "convert", "--to", "binary", "--out-dir", str(conv), str(src)], check=True)
+    case = _bind_past_2_63_binary(tmp_path)
     log = tmp_path / "known.log"
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="GMEM.BIND.RANGE", KCONFORM_FUZZ_KNOWN_LOG=str(log))
-    r = subprocess.run([str(_binary()), str(next(conv.iterdir()))], capture_output=True, text=True, env=env,
+    r = subprocess.run([str(_binary()), str(case)], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "KNOWN GMEM.BIND.RANGE" in log.read_text()

@@ -32,9 +32,8 @@ from rich.console import Console
 from kconform import build, deps
 from kconform.errors import ToolError
 from kconform.paths import REPO, build_dir
-
-MUTANTS = REPO / "targets" / "el2" / "reclaim2" / "mutants"
-
+from kconform.selftest import mutant_patches
+from kconform.selftest_reclaim2 import MUTANTS_DIR, REFERENCE
 
 def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None) -> dict:
     """Runs one Google Benchmark binary; returns the median aggregate's counters."""
@@ -106,7 +105,7 @@ def _qemu_rows(reps: int, log) -> list[dict]:
     build.build("default", log=log)
     qemu.ensure_tools(log)
     files = scenario_files([], "gmem")
-    write_patch = REPO / "targets" / "qemu" / "write" / "gmem-write-reference.patch"
+    from kconform.selftest_write import REFERENCE as write_patch
     rows = []
     for label, get in (("Debian 7.3 kernel (modules)", lambda: kernels.fetch("debian:7.3", progress=log)),
                        ("7.3 + our write() patch (built, KVM built in)",
@@ -190,7 +189,6 @@ def _gen_row(reps: int, log) -> dict:
 TTF_DEFAULT_MUTANTS = ("01", "09", "13", "21")
 TTF_BUILD = REPO / "build" / "el2" / "bench-mutant-fuzz"
 TTF_BINARY = "kconform-fuzz-el2-4k"
-REFERENCE = REPO / "targets" / "el2" / "reclaim2" / "reclaim2-reference.patch"
 
 
 def _build_fuzz_el2(tree: Path, log) -> Path:
@@ -293,22 +291,13 @@ def _hunt(binary: Path, ref_binary: Path | None, budget: float, seed: int, known
             "wall_s": round(time.monotonic() - t0, 1)}
 
 
-def _mutant_patches(wanted: list[str]) -> list[Path]:
-    found = sorted(MUTANTS.glob("[0-9][0-9]-*.patch"))
-    out = [p for p in found if p.name[:2] in wanted or p.stem in wanted]
-    missing = set(wanted) - {p.name[:2] for p in out} - {p.stem for p in out}
-    if missing:
-        raise ToolError(f"flag --mutants: no mutant {', '.join(sorted(missing))} in {MUTANTS}")
-    return out
-
-
 def mutant_ttf(log, mutants: list[str] | None = None, budget: int = 60, runs: int = 3) -> list[dict]:
     """Rows: per mutant, the median time libFuzzer needs from an empty corpus to
     find it (or "not found within the budget"); the details go into the rows."""
     from kconform import patches, trees
     import shutil
     t_all = time.monotonic()
-    chosen = _mutant_patches(list(mutants or TTF_DEFAULT_MUTANTS))
+    chosen = mutant_patches(MUTANTS_DIR, list(mutants or TTF_DEFAULT_MUTANTS), flag="--mutants")
     base = trees.fetch("debian:7.3", progress=log)
     ref_tree = patches.apply(base, REFERENCE)
     log("kconform bench: mutant-ttf: building the libFuzzer el2-4k harness on debian:7.3 + reference")

@@ -45,8 +45,9 @@ class MutantResult:
     runs: list[dict] = field(default_factory=list)
 
 
-def mutant_patches(folder: Path, only: list[str] | None) -> list[Path]:
-    """NN-name.patch files of folder, or those --only names (numbers or names)."""
+def mutant_patches(folder: Path, only: list[str] | None, flag: str = "--only") -> list[Path]:
+    """NN-name.patch files of folder, or those `only` names (numbers or names; flag names
+    the option they came from in the error)."""
     found = sorted(folder.glob("[0-9][0-9]-*.patch"))
     if not found:
         raise ToolError(f"{folder}: no mutants (NN-name.patch)")
@@ -55,7 +56,7 @@ def mutant_patches(folder: Path, only: list[str] | None) -> list[Path]:
         found = [p for p in found if p.name[:2] in want or p.stem in want]
         missing = want - {p.name[:2] for p in found} - {p.stem for p in found}
         if missing:
-            raise ToolError(f"flag --only: no mutant {', '.join(sorted(missing))} in {folder}")
+            raise ToolError(f"flag {flag}: no mutant {', '.join(sorted(missing))} in {folder}")
     return found
 
 

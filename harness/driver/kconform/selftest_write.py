@@ -73,9 +73,13 @@ def _run_kernel(kernel: kernels.Kernel, files: list[str], out: Path, label: str,
     return run, g, time.monotonic() - t0
 
 
-def _write_rules_exercised(run) -> list[str]:
-    return sorted(r for r, t in run.rules.items()
-                  if r.startswith(WRITE_RULE_PREFIXES) and (t.allowed or t.forbidden))
+def _observed(run, g: qemu.GuestRun) -> dict:
+    """What a control is checked on: the guest's write ABI and release, the rules found
+    violated, and the write rules the run exercised (on either side)."""
+    return {"write_abi": bool(g.identity["profile"].get("write_abi")), "release": g.identity["release"],
+            "findings": sorted({f.rule for f in run.findings}),
+            "write_rules_exercised": sorted(r for r, t in run.rules.items()
+                                            if r.startswith(WRITE_RULE_PREFIXES) and (t.allowed or t.forbidden))}
 
 
 def matrix(args, out: Path, log) -> dict:
@@ -94,10 +98,7 @@ def matrix(args, out: Path, log) -> dict:
         f"(expects the base profile, write() refused, no violation)")
     stock = kernels.fetch(TREE, progress=log)
     run, g, secs = _run_kernel(stock, files, out, "stock", log)
-    got = {"write_abi": bool(g.identity["profile"].get("write_abi")), "release": g.identity["release"],
-           "unsupported_ops": run.counts["unsupported"],
-           "findings": sorted({f.rule for f in run.findings}),
-           "write_rules_exercised": _write_rules_exercised(run)}
+    got = dict(_observed(run, g), unsupported_ops=run.counts["unsupported"])
     controls["stock"] = {
         "expect": f"Debian's {TREE} kernel: no write ABI, write-profile scenarios unsupported, "
                   f"{WITHOUT_WRITE_ABI} exercised, no finding",
@@ -113,9 +114,7 @@ def matrix(args, out: Path, log) -> dict:
     run, g, secs = _run_kernel(ref, files, out, "reference", log)
     all_write = sorted(r["id"] for r in _gmem_rules()
                        if r["id"].startswith(WRITE_RULE_PREFIXES) and r["id"] != WITHOUT_WRITE_ABI)
-    got = {"write_abi": bool(g.identity["profile"].get("write_abi")), "release": g.identity["release"],
-           "findings": sorted({f.rule for f in run.findings}),
-           "write_rules_exercised": _write_rules_exercised(run)}
+    got = _observed(run, g)
     missing = sorted(set(all_write) - set(got["write_rules_exercised"]))
     got["write_rules_not_exercised"] = missing
     controls["reference"] = {
@@ -156,7 +155,8 @@ def _one_mutant(patch: Path, files: list[str], out: Path, where: dict, log) -> M
         m.status, m.error = "error", str(e).splitlines()[0]
         return m
     m.run_seconds = round(secs, 1)
-    m.runs = [{"release": g.identity["release"], "write_abi": bool(g.identity["profile"].get("write_abi")),
+    seen = _observed(run, g)
+    m.runs = [{"release": seen["release"], "write_abi": seen["write_abi"],
                "counts": dict(run.counts), "timing": run.target.get("timing", "")}]
     kills = _kills(run)
     if kills:
