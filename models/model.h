@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "harness/scenario/scenario.h"
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 namespace kconform {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 namespace kconform {
 

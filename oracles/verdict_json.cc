@@ -51,7 +51,7 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   r["verdict"] = to_string(verdict.kind);
   json rules = json::array();
   for (const RuleHit& h : expected.hits)
-    rules.push_back(json::array({rule_info(h.rule).id, h.broken ? "forbidden" : "allowed"}));
+    rules.push_back(json::array({rule_info(h.rule).id, h.forbidden ? "forbidden" : "allowed"}));
   r["rules"] = rules;
   json allowed = json::array();
   for (const Allowed& a : expected.allowed) allowed.push_back(to_string(a));

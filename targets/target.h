@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/scenario/scenario.h"
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 namespace kconform {
 

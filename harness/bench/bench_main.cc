@@ -17,7 +17,7 @@
 #include "harness/runner/runner.h"
 #include "harness/runner/target_registry.h"
 #ifdef KC_BENCH_EL2
-#include "targets/el2/el2_target_family.h"
+#include "harness/runner/target_el2.h"
 #endif
 
 namespace {

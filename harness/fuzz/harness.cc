@@ -90,7 +90,7 @@ int Harness::run(const uint8_t* data, size_t size) {
     std::vector<RuleId> culprits;
     for (RuleId r : rules)
       for (const RuleHit& h : expected.hits)
-        if (h.rule == r && h.broken && std::find(culprits.begin(), culprits.end(), r) == culprits.end())
+        if (h.rule == r && h.forbidden && std::find(culprits.begin(), culprits.end(), r) == culprits.end())
           culprits.push_back(r);
     if (culprits.empty()) culprits = rules;
     std::string ids;

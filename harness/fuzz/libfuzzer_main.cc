@@ -8,7 +8,7 @@
 #include "harness/fuzz/harness.h"
 #include "harness/fuzz/mutator.h"
 #ifdef KC_FUZZ_EL2
-#include "targets/el2/el2_target_family.h"
+#include "harness/runner/target_el2.h"
 #endif
 
 using namespace kconform;

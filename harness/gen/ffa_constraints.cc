@@ -9,7 +9,7 @@
 #include "harness/gen/constraints.h"
 #include "harness/gen/generate.h"
 #include "harness/scenario/ffa_abi.h"
-#include "models/ffa/ffa.h"
+#include "harness/scenario/ffa_spec.h"
 #include "models/ffa/proxy.h"
 #include "models/ffa/reclaim2_profile.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/runner/invariants.h"
+#include "targets/invariants.h"
 #include "harness/scenario/scenario.h"
 #include "models/model.h"
 #include "oracles/verdict_json.h"

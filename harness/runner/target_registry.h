@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "harness/runner/invariants.h"
+#include "targets/invariants.h"
 #include "models/model.h"
 #include "targets/target.h"
 

@@ -2,8 +2,7 @@
 #include "harness/scenario/ffa_abi.h"
 
 #include "harness/scenario/abi.h"
-#include "models/ffa/ffa.h"
-#include "models/ffa/spmc.h"
+#include "harness/scenario/ffa_spec.h"
 
 namespace kconform::ffa {
 namespace {

@@ -8,6 +8,19 @@
 
 namespace kconform::ffa {
 
+// The el3_fault op's argument (the SPMC model implements them, models/ffa/spmc.cc):
+// One-shot misbehaviour, applied to the next memory-management SMC (function
+// numbers 0x71-0x7B and RECLAIM2) for which it is meaningful.
+enum class Fault : uint8_t {
+  kNone = 0,
+  kError = 1,       // return FFA_ERROR(value) without doing anything
+  kFragLen = 2,     // report fragment length `value` in the next RETRIEVE_RESP / FRAG_TX
+  kBogusDesc = 3,   // the next descriptor written to RX has constituent 0 at address `value`
+  kShortCount = 4,  // the next RECLAIM2 reclaims and reports only `value` pages (if fewer than asked)
+  kLongCount = 5,   // the next RECLAIM2 reports `value` pages more than it reclaimed
+};
+
+
 // Resource kinds (slot namespaces).
 enum Resource : int { kHandleRes = 0 };
 

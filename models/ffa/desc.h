@@ -8,7 +8,7 @@
 #include <span>
 
 #include "models/common/rules.h"
-#include "models/ffa/ffa.h"
+#include "harness/scenario/ffa_spec.h"
 
 namespace kconform::ffa {
 

@@ -12,7 +12,7 @@ namespace kconform::ffa {
 
 struct Hit {
   RuleId rule = 0;
-  bool broken = false;
+  bool forbidden = false;
 };
 
 class Hits {
@@ -26,13 +26,13 @@ class Hits {
     append(fmt, ap);
     va_end(ap);
   }
-  void add(RuleId r, bool broken) {
+  void add(RuleId r, bool forbidden) {
     for (uint32_t i = 0; i < n_; ++i)
       if (hits_[i].rule == r) {
-        hits_[i].broken |= broken;
+        hits_[i].forbidden |= forbidden;
         return;
       }
-    if (n_ < kMax) hits_[n_++] = {r, broken};
+    if (n_ < kMax) hits_[n_++] = {r, forbidden};
   }
   void note(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
     va_list ap;

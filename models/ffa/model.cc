@@ -104,10 +104,10 @@ class FfaModel final : public Model {
         bool seen = false;
         for (RuleHit& rh : out.hits)
           if (rh.rule == h.rule) {
-            rh.broken |= h.broken;
+            rh.forbidden |= h.forbidden;
             seen = true;
           }
-        if (!seen) out.hits.push_back({h.rule, h.broken});
+        if (!seen) out.hits.push_back({h.rule, h.forbidden});
       }
       if (v == 0 && step->hits.text()[0]) out.note = step->hits.text();
     }

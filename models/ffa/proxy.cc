@@ -130,7 +130,7 @@ void spmc_call(World& w, std::initializer_list<uint64_t> regs, uint64_t out[kNum
 // The last rule a callee broke, or fallback.
 RuleId last_broken(const Hits& h, RuleId fallback) {
   for (uint32_t i = h.size(); i-- > 0;)
-    if (h[i].broken) return h[i].rule;
+    if (h[i].forbidden) return h[i].rule;
   return fallback;
 }
 
@@ -488,7 +488,7 @@ void do_send(World& w, uint32_t fid, MemKind kind, const uint64_t* a, uint32_t v
     // Whole descriptor: what the SPMC would say, and what pKVM must check itself.
     Hits spmc_hits;
     const int32_t spmc_err = w.spmc.check_send(kind, fb, &spmc_hits);
-    for (uint32_t i = 0; i < spmc_hits.size(); ++i) s->hits.add(spmc_hits[i].rule, spmc_hits[i].broken);
+    for (uint32_t i = 0; i < spmc_hits.size(); ++i) s->hits.add(spmc_hits[i].rule, spmc_hits[i].forbidden);
     take_ranges(w, fb, r.ranges_off, r.range_count, list, &n, s);
     if (spmc_err) {
       const RuleId rule = last_broken(spmc_hits, kFfaProxyNoChangeOnError);
@@ -577,7 +577,7 @@ void do_frag_tx(World& w, const uint64_t* a, uint32_t variant, Step* s) {
   Constituent* list = ps.frag_ranges;
   uint32_t n = ps.frag_n;
   if (!bad) bad = !take_ranges(w, std::span<const uint8_t>(buf, frag), 0, frag / kConstituentSize, list, &n, &probe);
-  for (uint32_t i = 0; i < probe.hits.size(); ++i) s->hits.add(probe.hits[i].rule, probe.hits[i].broken);
+  for (uint32_t i = 0; i < probe.hits.size(); ++i) s->hits.add(probe.hits[i].rule, probe.hits[i].forbidden);
   if (bad) {
     // The proxy may reject alone (everything as it was) or abort the
     // transaction at EL3 and roll back (variant 0).

@@ -9,7 +9,8 @@
 #include <span>
 
 #include "models/ffa/desc.h"
-#include "models/ffa/ffa.h"
+#include "harness/scenario/ffa_abi.h"
+#include "harness/scenario/ffa_spec.h"
 #include "models/ffa/hits.h"
 
 namespace kconform::ffa {
@@ -28,17 +29,6 @@ struct SpmcConfig {
   uint16_t sp_ids[kMaxSps] = {0x8001, 0x8002, 0, 0};
   uint32_t n_sps = 2;
   bool reclaim2 = true;           // implements FFA_MEM_RECLAIM2
-};
-
-// One-shot misbehaviour, applied to the next memory-management SMC (function
-// numbers 0x71-0x7B and RECLAIM2) for which it is meaningful.
-enum class Fault : uint8_t {
-  kNone = 0,
-  kError = 1,       // return FFA_ERROR(value) without doing anything
-  kFragLen = 2,     // report fragment length `value` in the next RETRIEVE_RESP / FRAG_TX
-  kBogusDesc = 3,   // the next descriptor written to RX has constituent 0 at address `value`
-  kShortCount = 4,  // the next RECLAIM2 reclaims and reports only `value` pages (if fewer than asked)
-  kLongCount = 5,   // the next RECLAIM2 reports `value` pages more than it reclaimed
 };
 
 struct Transaction {

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 namespace kconform::gmem {
 

@@ -156,9 +156,9 @@ bool any_ok(const Expectation& e) {
                      [](const Allowed& a) { return a.kind == Outcome::Kind::kOk; });
 }
 bool admits(const Expectation& e, const Outcome& o) { return Session::admits(e, o); }
-bool hit(const Expectation& e, RuleId r, bool broken) {
+bool hit(const Expectation& e, RuleId r, bool forbidden) {
   return std::any_of(e.hits.begin(), e.hits.end(),
-                     [&](const RuleHit& h) { return h.rule == r && h.broken == broken; });
+                     [&](const RuleHit& h) { return h.rule == r && h.forbidden == forbidden; });
 }
 RuleId rule_of(const Expectation& e, const Outcome& o) {
   for (const Allowed& a : e.allowed)
@@ -1090,11 +1090,11 @@ Profile no_memory2_profile() {
 }
 
 // One row: after `setup` (each op committed as ok(0)), `op` evaluates `rule`
-// on its forbidden side (broken) or its allowed side.
+// on its forbidden side (forbidden) or its allowed side.
 struct RuleCase {
   const char* name;
   RuleId rule;
-  bool broken;
+  bool forbidden;
   Profile (*profile)();
   std::vector<Op> setup;
   Op op;
@@ -1231,12 +1231,12 @@ TEST_P(GmemRuleSides, Hit) {
   Session r(c.profile());
   for (const Op& op : c.setup) r.ok(op);
   Expectation e = r.peek(c.op);
-  EXPECT_TRUE(hit(e, c.rule, c.broken))
-      << c.name << ": " << rule_info(c.rule).id << (c.broken ? " not broken" : " not passed")
+  EXPECT_TRUE(hit(e, c.rule, c.forbidden))
+      << c.name << ": " << rule_info(c.rule).id << (c.forbidden ? " not on its forbidden side" : " not passed")
       << " " << Session::describe(e);
   EXPECT_FALSE(e.allowed.empty()) << c.name;
   // A broken rule licenses an error or a signal, never success alone.
-  if (c.broken) {
+  if (c.forbidden) {
     EXPECT_TRUE(std::any_of(e.allowed.begin(), e.allowed.end(),
                             [&](const Allowed& a) { return a.rule == c.rule && a.kind != Outcome::Kind::kOk; }))
         << c.name;

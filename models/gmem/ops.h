@@ -6,7 +6,7 @@
 #include "harness/scenario/scenario.h"
 #include "models/gmem/guards.h"
 #include "models/gmem/state.h"
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 namespace kconform::gmem {
 

@@ -97,7 +97,7 @@ void check_reclaim2_relay(const uint64_t in[kNumRegs], const F::Hits& hits, std:
   const uint32_t flags = static_cast<uint32_t>(in[F::kReclaim2.reg_flags]);
   for (uint32_t i = 0; i < hits.size(); ++i) {
     const RuleId r = hits[i].rule;
-    if (!hits[i].broken || std::find(std::begin(kRelayerRules), std::end(kRelayerRules), r) == std::end(kRelayerRules))
+    if (!hits[i].forbidden || std::find(std::begin(kRelayerRules), std::end(kRelayerRules), r) == std::end(kRelayerRules))
       continue;
     // Zero-before-reclaim on a share is EL3's to refuse; only MBZ bits are the relayer's.
     if (r == kFfaR2Flags && !(flags & ~F::kReclaim2.flags_allowed)) continue;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/runner/invariants.h"
+#include "targets/invariants.h"
 #include "models/ffa/proxy.h"
 #include "models/ffa/spmc.h"
 #include "targets/el2/el2_handler.h"

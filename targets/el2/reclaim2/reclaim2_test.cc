@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "models/ffa/desc.h"
-#include "models/ffa/ffa.h"
+#include "harness/scenario/ffa_spec.h"
 #include "models/ffa/reclaim2_profile.h"
 #include "models/ffa/spmc.h"
 #include "targets/el2/el2_handler.h"

@@ -1,5 +1,5 @@
 // Printing outcomes for verdicts and diagnostics.
-#include "oracles/outcome.h"
+#include "models/common/outcome.h"
 
 #include <cerrno>
 #include <csignal>

@@ -1,7 +1,7 @@
 // kconform-runner-el2-<page size>: the runner with the "el2" target (this
 // build's tree and PAGE_SIZE) as default, and "host" too.
 #include "harness/runner/runner_main.h"
-#include "targets/el2/el2_target_family.h"
+#include "harness/runner/target_el2.h"
 
 int main(int argc, char** argv) {
   const kconform::TargetFamily* families[] = {&kconform::el2::el2_target_family(),

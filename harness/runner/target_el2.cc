@@ -1,7 +1,7 @@
 // Target family "el2": FF-A scenarios on pKVM's EL2 handler (the tree's ffa.c
 // built into this executable for one host PAGE_SIZE), judged by the FF-A model
 // with the profile the build gives (El2FfaTarget::profile()).
-#include "targets/el2/el2_target_family.h"
+#include "harness/runner/target_el2.h"
 
 #include "models/ffa/model.h"
 #include "targets/el2/ffa_target.h"

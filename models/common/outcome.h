@@ -78,11 +78,11 @@ struct Allowed {
   }
 };
 
-// A rule the model evaluated for this op. broken == true: the op is on the
+// A rule the model evaluated for this op. forbidden == true: the op is on the
 // rule's forbidden side (the rule demands an error); false: on its allowed side.
 struct RuleHit {
   RuleId rule = 0;
-  bool broken = false;
+  bool forbidden = false;
 };
 
 struct Expectation {
