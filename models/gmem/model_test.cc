@@ -6,6 +6,7 @@
 #include <csignal>
 #include <fstream>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "harness/scenario/pattern.h"
 #include "models/common/rules.h"
 #include "models/gmem/model.h"
+#include "oracles/oracle.h"
 #include "harness/scenario/gmem_conventions.h"
 
 namespace kconform::gmem {
@@ -1249,6 +1251,38 @@ INSTANTIATE_TEST_SUITE_P(Table, GmemRuleSides, ::testing::ValuesIn(rule_cases())
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// The oracle can fail on every row: a wrong outcome for the row's op (success
+// where the rule forbids the op; an error or a signal no rule allows where it
+// allows it) is not admitted, judge() calls it a violation, and a row on the
+// forbidden side has its rule among the violated ones (the rule licenses the
+// refusal the target did not give). The FF-A twin is
+// FfaModelRules.EveryRuleHasACaseAndTheOracleCanFail.
+Outcome wrong_outcome(const Expectation& e, bool forbidden) {
+  const Outcome forbidden_side[] = {Outcome::ok(0), Outcome::ok(1), Outcome::ok(static_cast<int64_t>(P)),
+                                    Outcome::ok(0, 1)};
+  const Outcome allowed_side[] = {Outcome::err(ENOTTY), Outcome::err(EXDEV), Outcome::sig(SIGILL)};
+  for (const Outcome& o : forbidden ? std::span<const Outcome>(forbidden_side) : std::span<const Outcome>(allowed_side))
+    if (!admits(e, o)) return o;
+  ADD_FAILURE() << "every candidate wrong outcome is allowed: " << Session::describe(e);
+  return Outcome::ok(0);
+}
+
+TEST_P(GmemRuleSides, TheOracleRejectsAWrongOutcome) {
+  const RuleCase& c = GetParam();
+  Session r(c.profile());
+  for (const Op& op : c.setup) r.ok(op);
+  const Expectation e = r.peek(c.op);
+  ASSERT_FALSE(e.allowed.empty()) << c.name;
+  const Outcome wrong = wrong_outcome(e, c.forbidden);
+  for (const Allowed& a : e.allowed) EXPECT_FALSE(a.admits(wrong)) << c.name << ": " << to_string(a);
+  const Verdict v = judge(e, wrong);
+  EXPECT_EQ(v.kind, VerdictKind::kViolation) << c.name << ": " << to_string(wrong);
+  if (c.forbidden)
+    EXPECT_NE(std::find(v.violated.begin(), v.violated.end(), c.rule), v.violated.end())
+        << c.name << ": " << rule_info(c.rule).id << " not blamed for " << to_string(wrong) << " "
+        << Session::describe(e);
+}
 
 // The table above reaches every rule in rules.def.
 TEST(GmemRuleSides, EveryRuleHasARow) {
