@@ -1,12 +1,14 @@
 // The same structure-aware mutator (mutator.h) as an AFL++ custom mutator
 // library (AFL_CUSTOM_MUTATOR_LIBRARY; AFL++ 4.x afl_custom_* API). The ABI
-// comes from KCONFORM_FUZZ_ABI (gmem or ffa); add_buf is the splice partner.
+// is the table named by KCONFORM_FUZZ_ABI (gmem, ffa; default gmem); add_buf
+// is the splice partner.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "harness/fuzz/mutator.h"
+#include "harness/scenario/abi.h"
 
 namespace {
 
@@ -21,13 +23,9 @@ struct State {
 
 extern "C" void* afl_custom_init(void* /*afl*/, unsigned int seed) {
   auto* st = new State;
-  const char* abi = std::getenv("KCONFORM_FUZZ_ABI");
-  if (abi && std::strcmp(abi, "ffa") == 0) {
-    st->abi = kconform::Abi::kFfa;
-    st->limits.max_ops = 48;
-  } else {
-    st->limits.max_ops = 24;
-  }
+  const char* name = std::getenv("KCONFORM_FUZZ_ABI");
+  if (const kconform::AbiSpec* abi = kconform::abi_spec_by_name(name ? name : "")) st->abi = abi->abi;
+  st->limits = kconform::fuzz::limits_for(st->abi);
   st->rng.seed(seed);
   return st;
 }

@@ -1,11 +1,11 @@
 // The fuzz target's entry points (libFuzzer's interface, which AFL++ also
 // drives in persistent mode through libAFLDriver: `afl-clang-fast++
 // -fsanitize=fuzzer`). One source for both engines; KC_FUZZ_EL2 selects the
-// in-process EL2 target, otherwise the running kernel's guest_memfd.
+// in-process EL2 target (FF-A), otherwise the running kernel's guest_memfd.
 #include <cstddef>
 #include <cstdint>
 
-#include "harness/fuzz/harness.h"
+#include "harness/fuzz/fuzz_runner.h"
 #include "harness/fuzz/mutator.h"
 #ifdef KC_FUZZ_EL2
 #include "harness/runner/target_el2.h"
@@ -15,26 +15,19 @@ using namespace kconform;
 
 namespace {
 
-fuzz::Harness* g_harness = nullptr;
+fuzz::FuzzRunner* g_runner = nullptr;
 
-fuzz::HarnessConfig config() {
-  fuzz::HarnessConfig c;
 #ifdef KC_FUZZ_EL2
-  c.abi = Abi::kFfa;
-  c.limits.max_ops = 48;
+constexpr Abi kAbi = Abi::kFfa;
+const TargetFamily& family() { return el2::el2_target_family(); }
 #else
-  c.abi = Abi::kGmem;
-  c.limits.max_ops = 24;
+constexpr Abi kAbi = Abi::kGmem;
+const TargetFamily& family() { return host_target_family(); }
 #endif
+
+const fuzz::FuzzConfig& config() {
+  static const fuzz::FuzzConfig c = fuzz::fuzz_config_for(kAbi);
   return c;
-}
-
-const TargetFamily& family() {
-#ifdef KC_FUZZ_EL2
-  return el2::el2_target_family();
-#else
-  return host_target_family();
-#endif
 }
 
 }  // namespace
@@ -43,24 +36,24 @@ const TargetFamily& family() {
 extern "C" __attribute__((weak)) size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_harness = new fuzz::Harness(family(), config());
+  g_runner = new fuzz::FuzzRunner(family(), config());
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (!g_harness) LLVMFuzzerInitialize(nullptr, nullptr);
-  return g_harness->run(data, size);
+  if (!g_runner) LLVMFuzzerInitialize(nullptr, nullptr);
+  return g_runner->run(data, size);
 }
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
   fuzz::ByteMutator bytes;
   if (LLVMFuzzerMutate) bytes = [](uint8_t* d, size_t s, size_t m) { return LLVMFuzzerMutate(d, s, m); };
-  const fuzz::HarnessConfig c = config();
+  const fuzz::FuzzConfig& c = config();
   return fuzz::custom_mutate(c.abi, data, size, max_size, seed, c.limits, bytes);
 }
 
 extern "C" size_t LLVMFuzzerCustomCrossOver(const uint8_t* d1, size_t s1, const uint8_t* d2, size_t s2,
                                             uint8_t* out, size_t max_out, unsigned seed) {
-  const fuzz::HarnessConfig c = config();
+  const fuzz::FuzzConfig& c = config();
   return fuzz::custom_cross_over(c.abi, d1, s1, d2, s2, out, max_out, seed, c.limits);
 }

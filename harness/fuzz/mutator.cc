@@ -16,18 +16,11 @@ constexpr uint64_t kCommon[] = {
     0x1fffff, 0x200000, 0x3ffffff, 0x4000000, 0x4000001, 0x7ffff000, 0x7fffffff, 0x80000000, 0xfffff000,
     0xffffffff, 0x100000000, 0x10000000000, 0x7ffffffffffff000, 0x7fffffffffffffff, 0x8000000000000000,
     0x8000000000001000, 0xfffffffffffff000, 0xfffffffffffffffe, 0xffffffffffffffff};
-constexpr uint64_t kGmemExtra[] = {0xc0000000, 0x100000, 0x7fffffffffffe000, 1021, 1024, 1025, 509, 510,
-                                   0x10000, 0x7ffff000};
-constexpr uint64_t kFfaExtra[] = {
-    0x80000000, 0x80001000, 0x80004000, 0x80008000, 0x80010000, 0x80014000, 0x80020000, 0x8003f000,
-    0x80040000, 0x800ff000, 0x80100000, 0x8001, 0x8002, 0x8003, 0x8000, 0x10000, 0x10000001, 0x0fffffff,
-    0x84000060, 0xC4000091, 0x84000077, 0xC4000073, 0xC4000072, 0x8400007B, 0x10001, 0x20002, 0x30000,
-    0x2f, 0x24, 0x10, 0xf0, 0x70, 0x60};
-
-std::vector<uint64_t> make_values(Abi abi) {
+// The values worth trying in every ABI; each ABI's table adds its own
+// (EngineHints::values).
+std::vector<uint64_t> make_values(const AbiSpec& abi) {
   std::vector<uint64_t> v(std::begin(kCommon), std::end(kCommon));
-  if (abi == Abi::kGmem) v.insert(v.end(), std::begin(kGmemExtra), std::end(kGmemExtra));
-  else v.insert(v.end(), std::begin(kFfaExtra), std::end(kFfaExtra));
+  v.insert(v.end(), abi.engine.values.begin(), abi.engine.values.end());
   return v;
 }
 
@@ -68,15 +61,15 @@ uint64_t flag_value(Rng& rng, const ArgSpec& a, Abi abi) {
 
 std::vector<uint8_t> random_blob(Rng& rng, Abi abi, const Limits& lim) {
   std::vector<uint8_t> b;
-  if (abi == Abi::kFfa && chance(rng, 70)) {
-    // Range records: address u64, pages u32 (ffa_abi.h kRangeRecordBytes).
-    unsigned n = pick<unsigned>(rng, 1, 3);
-    for (unsigned i = 0; i < n; ++i) {
-      uint64_t addr = chance(rng, 70) ? 0x80010000 + 0x4000ull * pick<unsigned>(rng, 0, 16) : boundary(rng, abi);
-      uint32_t pages = chance(rng, 70) ? pick<uint32_t>(rng, 1, 8) : static_cast<uint32_t>(boundary(rng, abi));
-      for (int k = 0; k < 8; ++k) b.push_back(static_cast<uint8_t>(addr >> (8 * k)));
-      for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(pages >> (8 * k)));
-    }
+  const EngineHints& hints = abi_spec(abi).engine;
+  if (!hints.record.empty() && hints.max_records && chance(rng, 70)) {
+    // Records of the ABI's byte strings (EngineHints::record), fields little endian.
+    unsigned n = pick<unsigned>(rng, 1, hints.max_records);
+    for (unsigned i = 0; i < n; ++i)
+      for (const RecordField& f : hints.record) {
+        uint64_t v = chance(rng, 70) ? f.lo + f.step * pick<uint64_t>(rng, 0, f.steps) : boundary(rng, abi);
+        for (unsigned k = 0; k < f.bytes; ++k) b.push_back(static_cast<uint8_t>(k < 8 ? v >> (8 * k) : 0));
+      }
     return b;
   }
   size_t n = pick<size_t>(rng, 1, std::min<size_t>(lim.max_blob, 64));
@@ -144,10 +137,21 @@ bool is_slot(ArgKind k) { return k == ArgKind::kSlot; }
 
 }  // namespace
 
+Limits limits_for(Abi abi) {
+  Limits lim;
+  lim.max_ops = abi_spec(abi).engine.fuzz_max_ops;
+  return lim;
+}
+
 std::span<const uint64_t> boundary_values(Abi abi) {
-  static const std::vector<uint64_t> gmem = make_values(Abi::kGmem);
-  static const std::vector<uint64_t> ffa = make_values(Abi::kFfa);
-  return abi == Abi::kGmem ? gmem : ffa;
+  static const std::vector<std::pair<Abi, std::vector<uint64_t>>> kValues = [] {
+    std::vector<std::pair<Abi, std::vector<uint64_t>>> v;
+    for (const AbiSpec* a : all_abis()) v.emplace_back(a->abi, make_values(*a));
+    return v;
+  }();
+  for (const auto& [id, values] : kValues)
+    if (id == abi) return values;
+  return kValues.front().second;
 }
 
 void repair(Scenario& s, const Limits& lim) {
@@ -189,13 +193,9 @@ void repair(Scenario& s, const Limits& lim) {
 Scenario starter(Abi abi) {
   std::string err;
   std::vector<Scenario> out;
-  // ffa: one range record (address 0x80010000, 4 pages), 12 bytes.
-  const char* text =
-      abi == Abi::kGmem
-          ? "kconform-scenario 1\nabi gmem\nname fuzz\ncreate_vm\ncreate_gmem vm=0 size=0x4000 "
-            "flags=MMAP|INIT_SHARED\nfallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n"
-          : "kconform-scenario 1\nabi ffa\nname fuzz\nversion\nrxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
-            "tx_mem_desc ranges=hex:000001800000000004000000\nmem_share\nmem_reclaim handle=0\n";
+  const AbiSpec& spec = abi_spec(abi);
+  const std::string text =
+      std::string("kconform-scenario 1\nabi ") + spec.name + "\nname fuzz\n" + spec.engine.starter;
   parse_text(text, "<starter>", &out, &err);
   return out.empty() ? Scenario{} : out.front();
 }

@@ -24,6 +24,9 @@ struct Limits {
   size_t max_blob = 4096;
 };
 
+// The limits of fuzz inputs of an ABI (max_ops: its table's EngineHints::fuzz_max_ops).
+Limits limits_for(Abi abi);
+
 // The kinds of mutation (one is chosen per call), for tests and statistics.
 enum class Mutation : uint8_t {
   kInsertOp, kDeleteOp, kDuplicateOp, kSwapOps, kBoundaryArg, kFlipFlagBit, kSwapSlot,
@@ -31,7 +34,8 @@ enum class Mutation : uint8_t {
 };
 
 // Boundary values for an ABI: page sizes and their neighbours, loff_t and
-// 32/64-bit limits, the ABI's addresses and function IDs.
+// 32/64-bit limits, and the ABI's own (its table's EngineHints::values:
+// addresses, function IDs, sizes).
 std::span<const uint64_t> boundary_values(Abi abi);
 
 // Makes s valid again after an edit: slot arguments refer to an existing

@@ -1,12 +1,9 @@
-// The in-process scenario runner.
+// The in-process scenario runner: the scenario loop around step() (step.h).
 #include "harness/runner/runner.h"
-
-#include <algorithm>
 
 #include "harness/runner/crash_marker.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
-#include "oracles/oracle.h"
 
 namespace kconform {
 
@@ -21,34 +18,10 @@ bool load_all(const std::vector<std::string>& paths, std::vector<LoadedScenario>
   return true;
 }
 
-namespace {
-
-// Folds the target's broken invariants into the op's verdict (invariants.h).
-// Returns true if any was broken.
-bool apply_invariants(const InvariantSource* inv, Expectation& expected, Verdict& verdict) {
-  if (!inv) return false;
-  std::span<const InvariantBreak> breaks = inv->invariant_breaks();
-  if (breaks.empty()) return false;
-  if (verdict.kind != VerdictKind::kViolation) {
-    verdict.kind = VerdictKind::kViolation;
-    verdict.violated.clear();
-  }
-  for (const InvariantBreak& b : breaks) {
-    if (std::find(verdict.violated.begin(), verdict.violated.end(), b.rule) == verdict.violated.end())
-      verdict.violated.push_back(b.rule);
-    expected.hits.push_back({b.rule, true});
-    if (!expected.note.empty()) expected.note += "; ";
-    expected.note += "invariant: " + b.what;
-  }
-  return true;
-}
-
-}  // namespace
-
 RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& model, Target& target,
-                       VerdictWriter& writer, const InvariantSource* invariants) {
+                       VerdictWriter& writer, const InvariantSource* invariants, const StepObserver& on_step) {
   RunStats stats;
-  Expectation expected;
+  StepResult r;
   for (const LoadedScenario& ls : scenarios) {
     const Scenario& s = ls.scenario;
     ScenarioRef ref{&s, ls.file, ls.index};
@@ -62,35 +35,18 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
     }
     model.begin(s);
     target.begin(s);
-    bool diverged = false;
+    bool model_knows = true;
     for (size_t i = 0; i < s.ops.size(); ++i) {
       set_in_flight(s.name, ls.file, ls.index, i, format_op(s, i));
-      expected.clear();
-      if (diverged) {
-        Outcome observed = target.exec(s, i);
-        Verdict verdict{VerdictKind::kUnchecked, {}};
-        if (apply_invariants(invariants, expected, verdict))
-          ++stats.violations;
-        else
-          ++stats.unchecked;
-        writer.op(ref, i, expected, observed, verdict);
-        continue;
+      step(model, target, invariants, s, i, model_knows, &r);
+      model_knows = r.model_knows;
+      writer.op(ref, i, r.expected, r.observed, r.verdict);
+      switch (r.verdict.kind) {
+        case VerdictKind::kViolation: ++stats.violations; break;
+        case VerdictKind::kUnchecked: ++stats.unchecked; break;
+        default: ++stats.pass; break;
       }
-      model.expect(s, i, expected);
-      Outcome observed = target.exec(s, i);
-      Verdict verdict = judge(expected, observed);
-      const bool model_ok = verdict.kind != VerdictKind::kViolation;
-      apply_invariants(invariants, expected, verdict);
-      writer.op(ref, i, expected, observed, verdict);
-      if (verdict.kind == VerdictKind::kViolation) ++stats.violations;
-      else ++stats.pass;
-      if (model_ok) {
-        // The model still knows the state: a broken invariant alone does not
-        // stop the judging of later ops.
-        model.commit(s, i, observed);
-      } else {
-        diverged = true;
-      }
+      if (on_step) on_step(ls, i, r);
     }
     target.end();
   }

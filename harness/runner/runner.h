@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "targets/invariants.h"
+#include "harness/runner/step.h"
 #include "harness/scenario/scenario.h"
+#include "targets/invariants.h"
 #include "models/model.h"
 #include "oracles/verdict_json.h"
 #include "targets/target.h"
@@ -29,12 +31,18 @@ struct RunStats {
 bool load_all(const std::vector<std::string>& paths, std::vector<LoadedScenario>* out,
               std::string* error);
 
-// Runs every scenario: model.expect, target.exec, judge, write, model.commit.
-// With invariants (the target's, or of the target a wrapper wraps), a broken
-// invariant makes the op a violation of the invariant's rule (invariants.h),
-// also on ops left unchecked after an earlier violation. Before each op the
-// op is recorded for the crash marker (crash_marker.h).
+// Called after each judged op with what step() made of it.
+using StepObserver = std::function<void(const LoadedScenario& ls, size_t op, const StepResult& r)>;
+
+// Runs every scenario the target has the capabilities for (the others'
+// ops are written "unsupported"), op by op through step() (step.h), and
+// writes each op's verdict. With invariants (the target's, or of the target a
+// wrapper wraps), a broken invariant makes the op a violation of the
+// invariant's rule (invariants.h), also on ops left unchecked after an earlier
+// violation. Before each op the op is recorded for the crash marker
+// (crash_marker.h). on_step, if given, sees every op step() ran.
 RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& model, Target& target,
-                       VerdictWriter& writer, const InvariantSource* invariants = nullptr);
+                       VerdictWriter& writer, const InvariantSource* invariants = nullptr,
+                       const StepObserver& on_step = {});
 
 }  // namespace kconform

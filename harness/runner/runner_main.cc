@@ -34,21 +34,11 @@
 
 namespace kconform {
 
-// judge.cc: recorded outcomes (a kernel in QEMU) judged here.
-int cmd_pack(int argc, char** argv);
-int cmd_judge(int argc, char** argv);
-
 namespace {
 
 constexpr int kExitClean = 0, kExitViolations = 1, kExitError = 2;
 
 std::span<const TargetFamily* const> g_families;
-
-std::string family_names() {
-  std::string out;
-  for (const TargetFamily* f : g_families) out += (out.empty() ? "" : ", ") + std::string(f->name);
-  return out;
-}
 
 int usage(const char* why) {
   std::fprintf(stderr,
@@ -105,28 +95,7 @@ bool parse_args(int argc, char** argv, Args* a, std::string* error) {
 }
 
 bool open_target(const Args& a, OpenTarget* out, std::string* error) {
-  const TargetFamily* family = nullptr;
-  for (const TargetFamily* f : g_families)
-    if (a.target == f->name) family = f;
-  if (!family) {
-    *error = "flag --target: unknown target '" + a.target + "' (known: " + family_names() + ")";
-    return false;
-  }
-  std::string why;
-  if (!family->open(out, &why)) {
-    *error = "target " + a.target + ": " + why;
-    return false;
-  }
-  if (!a.fault.empty()) {
-    std::string why;
-    auto spec = parse_fault_spec(a.fault, &why);
-    if (!spec) {
-      *error = "flag --fault: " + why;
-      return false;
-    }
-    out->target = wrap_faulty(std::move(out->target), *spec);
-  }
-  return true;
+  return open_target(g_families, a.target, a.fault, out, error);
 }
 
 int cmd_rules() {
@@ -139,8 +108,8 @@ int cmd_rules() {
 }
 
 int cmd_ops() {
-  for (Abi id : {Abi::kGmem, Abi::kFfa}) {
-    const AbiSpec& abi = abi_spec(id);
+  for (const AbiSpec* spec : all_abis()) {
+    const AbiSpec& abi = *spec;
     for (const OpSpec& op : abi.ops) {
       nlohmann::json args = nlohmann::json::array();
       for (const ArgSpec& arg : op.args) args.push_back(arg.name);
@@ -255,6 +224,34 @@ int cmd_run(const Args& a) {
 }
 
 }  // namespace
+
+bool open_target(std::span<const TargetFamily* const> families, const std::string& name, const std::string& fault,
+                 OpenTarget* out, std::string* error) {
+  const TargetFamily* family = nullptr;
+  for (const TargetFamily* f : families)
+    if (name == f->name) family = f;
+  if (!family) {
+    std::string known;
+    for (const TargetFamily* f : families) known += (known.empty() ? "" : ", ") + std::string(f->name);
+    *error = "flag --target: unknown target '" + name + "' (known: " + known + ")";
+    return false;
+  }
+  std::string why;
+  if (!family->open(out, &why)) {
+    *error = "target " + name + ": " + why;
+    return false;
+  }
+  if (!fault.empty()) {
+    std::string why;
+    auto spec = parse_fault_spec(fault, &why);
+    if (!spec) {
+      *error = "flag --fault: " + why;
+      return false;
+    }
+    out->target = wrap_faulty(std::move(out->target), *spec);
+  }
+  return true;
+}
 
 int runner_main(int argc, char** argv, std::span<const TargetFamily* const> families) {
   g_families = families;

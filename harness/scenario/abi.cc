@@ -29,6 +29,19 @@ const AbiSpec* abi_spec_by_name(std::string_view name) {
   return nullptr;
 }
 
+std::span<const AbiSpec* const> all_abis() {
+  static const AbiSpec* const kAll[] = {&gmem::kGmemAbi, &ffa::kFfaAbi};
+  return kAll;
+}
+
+uint64_t byte_count(const AbiSpec& abi, const Op& op) {
+  if (op.code >= abi.ops.size()) return 0;
+  const ByteCount& b = abi.ops[op.code].bytes;
+  if (b.arg < 0) return 0;
+  if (b.unless_arg >= 0 && (op.args[b.unless_arg] & b.unless_mask)) return 0;
+  return op.args[b.arg];
+}
+
 std::optional<uint8_t> op_code_by_name(const AbiSpec& abi, std::string_view name) {
   for (size_t i = 0; i < abi.ops.size(); ++i)
     if (name == abi.ops[i].name) return static_cast<uint8_t>(i);

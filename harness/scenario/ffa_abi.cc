@@ -1,4 +1,5 @@
-// The FF-A op table: names, argument kinds and defaults.
+// The FF-A op table: names, argument kinds and defaults, and what the fuzz
+// engines need (EngineHints).
 #include "harness/scenario/ffa_abi.h"
 
 #include "harness/scenario/abi.h"
@@ -120,9 +121,33 @@ static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
 constexpr const char* kResources[] = {"handle"};
 constexpr NamedValue kCaps[] = {{"reclaim2", 0}, {"page_4k", 1}, {"page_16k", 2}, {"page_64k", 3}};
 
+// Addresses of the host's memory (0x80000000..), SP IDs, function IDs, sizes.
+constexpr uint64_t kFuzzValues[] = {
+    0x80000000, 0x80001000, 0x80004000, 0x80008000, 0x80010000, 0x80014000, 0x80020000, 0x8003f000,
+    0x80040000, 0x800ff000, 0x80100000, 0x8001, 0x8002, 0x8003, 0x8000, 0x10000, 0x10000001, 0x0fffffff,
+    0x84000060, 0xC4000091, 0x84000077, 0xC4000073, 0xC4000072, 0x8400007B, 0x10001, 0x20002, 0x30000,
+    0x2f, 0x24, 0x10, 0xf0, 0x70, 0x60};
+// ranges byte strings: (address u64, pages u32) records (kRangeRecordBytes),
+// around the host memory the scenarios share, 1..8 pages.
+constexpr RecordField kRangeRecord[] = {{8, 0x80010000, 0x4000, 16}, {4, 1, 1, 7}};
+static_assert(8 + 4 == kRangeRecordBytes);
+
+constexpr EngineHints kEngine{
+    .values = kFuzzValues,
+    .record = kRangeRecord,
+    .max_records = 3,
+    // One range record: address 0x80010000, 4 pages.
+    .starter = "version\n"
+               "rxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
+               "tx_mem_desc ranges=hex:000001800000000004000000\n"
+               "mem_share\n"
+               "mem_reclaim handle=0\n",
+    .fuzz_max_ops = 48,  // a memory call needs about five ops of set-up
+};
+
 }  // namespace
 
 extern const AbiSpec kFfaAbi;
-const AbiSpec kFfaAbi{Abi::kFfa, "ffa", kOps, kResources, kCaps};
+const AbiSpec kFfaAbi{Abi::kFfa, "ffa", kOps, kResources, kCaps, kEngine};
 
 }  // namespace kconform::ffa

@@ -1,7 +1,9 @@
-// The guest_memfd op table: names, argument kinds and defaults.
+// The guest_memfd op table: names, argument kinds and defaults, byte counts,
+// and what the fuzz engines need (EngineHints).
 #include "harness/scenario/gmem_abi.h"
 
 #include "harness/scenario/abi.h"
+#include "harness/scenario/gmem_conventions.h"
 
 namespace kconform::gmem {
 namespace {
@@ -67,17 +69,18 @@ constexpr OpSpec kOps[] = {
     {"create_vm", kCreateVmArgs, kVm, "KVM_CREATE_VM of the given type"},
     {"create_gmem", kCreateGmemArgs, kGmem, "KVM_CREATE_GUEST_MEMFD on a VM"},
     {"close", kCloseArgs, -1, "close() the guest_memfd"},
-    {"write", kWriteArgs, -1, "write() len pattern bytes at the file position"},
-    {"pwrite", kPwriteArgs, -1, "pwrite() len pattern bytes at offset"},
-    {"pwritev", kPwritevArgs, -1, "pwritev() len pattern bytes at offset, in iovcnt segments"},
-    {"read", kReadArgs, -1, "read() len bytes at the file position"},
-    {"pread", kPreadArgs, -1, "pread() len bytes at offset"},
+    {"write", kWriteArgs, -1, "write() len pattern bytes at the file position", {.arg = 1}},
+    {"pwrite", kPwriteArgs, -1, "pwrite() len pattern bytes at offset", {.arg = 2}},
+    {"pwritev", kPwritevArgs, -1, "pwritev() len pattern bytes at offset, in iovcnt segments", {.arg = 2}},
+    {"read", kReadArgs, -1, "read() len bytes at the file position", {.arg = 1}},
+    {"pread", kPreadArgs, -1, "pread() len bytes at offset", {.arg = 2}},
     {"lseek", kLseekArgs, -1, "lseek()"},
     {"mmap", kMmapArgs, kMap, "mmap() len bytes of the file from offset"},
     {"munmap", kMunmapArgs, -1, "munmap() a mapping"},
-    {"load", kLoadArgs, -1, "read len bytes through a mapping (digest, or the signal taken)"},
-    {"store", kStoreArgs, -1, "write len pattern bytes through a mapping"},
-    {"fallocate", kFallocateArgs, -1, "fallocate()"},
+    {"load", kLoadArgs, -1, "read len bytes through a mapping (digest, or the signal taken)", {.arg = 2}},
+    {"store", kStoreArgs, -1, "write len pattern bytes through a mapping", {.arg = 2}},
+    {"fallocate", kFallocateArgs, -1, "fallocate()",
+     {.arg = 3, .unless_arg = 1, .unless_mask = kFallocPunchHole}},
     {"fstat", kFstatArgs, -1, "fstat(): st_size"},
     {"bind", kBindArgs, -1, "KVM_SET_USER_MEMORY_REGION2 binding a guest_memfd range"},
     {"unbind", kUnbindArgs, -1, "KVM_SET_USER_MEMORY_REGION2 deleting a slot (size 0)"},
@@ -89,9 +92,23 @@ constexpr const char* kResources[] = {"vm", "gmem", "map"};
 constexpr NamedValue kCaps[] = {{"gmem", 0},       {"mmap", 1},         {"init_shared", 2},
                                 {"write", 3},      {"user_memory2", 4}, {"sw_protected_vm", 5}};
 
+// guest_memfd sizes, offsets and counts worth trying.
+constexpr uint64_t kFuzzValues[] = {0xc0000000, 0x100000, 0x7fffffffffffe000, 1021, 1024, 1025, 509, 510,
+                                    0x10000, 0x7ffff000};
+
+constexpr EngineHints kEngine{
+    .costly_resource = kVm,               // a VM (KVM_CREATE_VM) each
+    .refused_bytes_above = kMaxOpBytes,   // E2BIG (gmem_conventions.h)
+    .values = kFuzzValues,
+    .starter = "create_vm\n"
+               "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED\n"
+               "fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n",
+    .fuzz_max_ops = 24,
+};
+
 }  // namespace
 
 extern const AbiSpec kGmemAbi;
-const AbiSpec kGmemAbi{Abi::kGmem, "gmem", kOps, kResources, kCaps};
+const AbiSpec kGmemAbi{Abi::kGmem, "gmem", kOps, kResources, kCaps, kEngine};
 
 }  // namespace kconform::gmem

@@ -1,12 +1,14 @@
-// Judging outcomes recorded elsewhere (a kernel in QEMU): the model runs here,
-// the recorded outcomes are replayed as a target, and the verdicts go out in
-// the one verdict format, tagged with the recording target's identity.
+// Replay: judging outcomes recorded elsewhere (a kernel in QEMU). The model
+// runs here, the recorded outcomes are the outcome source of the one step
+// (step.h, through run_scenarios), and the verdicts go out in the one verdict
+// format, tagged with the recording target's identity. ("judge" is the
+// oracle's word; the subcommand was called judge before and still answers to it.)
 //
 //   kconform-runner pack --out-dir DIR FILE...
 //       writes each scenario of FILE... in binary form as DIR/NNNNNN.kcsb,
 //       NNNNNN its position in the list ("s" in the observations)
-//   kconform-runner judge --observations OBS [--out FILE] FILE...
-//       FILE... the same list given to pack. OBS is JSON lines:
+//   kconform-runner replay --observations OBS [--out FILE] FILE...
+//       (alias: judge) FILE... the same list given to pack. OBS is JSON lines:
 //         {"type":"identity","target","release","seconds"?,"profile":{write_abi, page_size,
 //          supported_flags[2], vm_types, user_memory2, gmem_on_vm_type[2]},
 //          "caps":[[name, value]...], "cap_bits"}
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/replay.h"
 #include "harness/runner/runner.h"
 #include "harness/scenario/codec.h"
 #include "models/gmem/model.h"
@@ -33,12 +36,17 @@ namespace {
 
 constexpr int kExitClean = 0, kExitViolations = 1, kExitError = 2;
 
+constexpr const char* kPackUsage = "usage: kconform-runner pack --out-dir DIR FILE...";
+constexpr const char* kReplayUsage =
+    "usage: kconform-runner replay --observations FILE [--out FILE] SCENARIO-FILE...";
+
 int fail(const std::string& msg) {
   std::fprintf(stderr, "kconform-runner: %s\n", msg.c_str());
   return kExitError;
 }
 
-// Returns the recorded outcome of each op; the scenario pointer says which.
+// The outcome source of replay: the recorded outcome of each op; the scenario
+// pointer says which.
 class ReplayTarget : public Target {
  public:
   ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<Outcome>> recorded)
@@ -54,14 +62,19 @@ class ReplayTarget : public Target {
   const std::vector<Outcome>* current_ = nullptr;
 };
 
-struct JudgeArgs {
+struct ReplayArgs {
   std::string observations, out, out_dir;
   std::vector<std::string> files;
+  bool help = false;
 };
 
-bool parse(int argc, char** argv, JudgeArgs* a, std::string* error) {
+bool parse(int argc, char** argv, ReplayArgs* a, std::string* error) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      a->help = true;
+      continue;
+    }
     std::string* dst = arg == "--observations" ? &a->observations
                        : arg == "--out"        ? &a->out
                        : arg == "--out-dir"    ? &a->out_dir
@@ -111,13 +124,17 @@ Outcome read_outcome(const nlohmann::json& o) {
   return out;
 }
 
-}  // namespace
+int help(const char* usage) {
+  std::printf("%s\n", usage);
+  return kExitClean;
+}
 
 int cmd_pack(int argc, char** argv) {
-  JudgeArgs a;
+  ReplayArgs a;
   std::string error;
   if (!parse(argc, argv, &a, &error)) return fail(error);
-  if (a.out_dir.empty() || a.files.empty()) return fail("usage: kconform-runner pack --out-dir DIR FILE...");
+  if (a.help) return help(kPackUsage);
+  if (a.out_dir.empty() || a.files.empty()) return fail(kPackUsage);
   std::vector<LoadedScenario> all;
   if (!load_all(a.files, &all, &error)) return fail(error);
   for (size_t n = 0; n < all.size(); ++n) {
@@ -135,12 +152,12 @@ int cmd_pack(int argc, char** argv) {
   return kExitClean;
 }
 
-int cmd_judge(int argc, char** argv) {
-  JudgeArgs a;
+int cmd_replay(int argc, char** argv) {
+  ReplayArgs a;
   std::string error;
   if (!parse(argc, argv, &a, &error)) return fail(error);
-  if (a.observations.empty() || a.files.empty())
-    return fail("usage: kconform-runner judge --observations FILE [--out FILE] SCENARIO-FILE...");
+  if (a.help) return help(kReplayUsage);
+  if (a.observations.empty() || a.files.empty()) return fail(kReplayUsage);
   std::vector<LoadedScenario> all;
   if (!load_all(a.files, &all, &error)) return fail(error);
 
@@ -182,20 +199,20 @@ int cmd_judge(int argc, char** argv) {
 
   // What the guest ran (unsupported ones too: run_scenarios reports them),
   // cut to the ops it recorded.
-  std::vector<LoadedScenario> judged;
+  std::vector<LoadedScenario> replayed;
   std::vector<size_t> origin;
   for (size_t s = 0; s < all.size(); ++s) {
     bool unsupported = all[s].scenario.requires_caps & ~id.cap_bits;
     auto it = by_index.find(s);
     if (!unsupported && it == by_index.end()) continue;
-    judged.push_back(all[s]);
+    replayed.push_back(all[s]);
     origin.push_back(s);
-    if (!unsupported) judged.back().scenario.ops.resize(it->second.size());
+    if (!unsupported) replayed.back().scenario.ops.resize(it->second.size());
   }
   std::map<const Scenario*, std::vector<Outcome>> recorded;
-  for (size_t n = 0; n < judged.size(); ++n) {
+  for (size_t n = 0; n < replayed.size(); ++n) {
     auto it = by_index.find(origin[n]);
-    if (it != by_index.end()) recorded[&judged[n].scenario] = it->second;
+    if (it != by_index.end()) recorded[&replayed[n].scenario] = it->second;
   }
   ReplayTarget target(id, std::move(recorded));
   std::unique_ptr<Model> model = gmem::make_model(profile);
@@ -207,17 +224,27 @@ int cmd_judge(int argc, char** argv) {
   }
   VerdictWriter writer(out);
   size_t total_ops = 0;
-  for (const LoadedScenario& ls : judged) total_ops += ls.scenario.ops.size();
-  writer.plan(judged.size(), total_ops);
+  for (const LoadedScenario& ls : replayed) total_ops += ls.scenario.ops.size();
+  writer.plan(replayed.size(), total_ops);
   writer.target(id);
-  RunStats stats = run_scenarios(judged, *model, target, writer);
+  RunStats stats = run_scenarios(replayed, *model, target, writer);
   writer.summary(stats.scenarios, stats.ops, stats.violations, seconds);
   if (out != stdout) std::fclose(out);
-  std::fprintf(stderr, "kconform-runner: judged %zu scenarios, %zu ops from %s: %zu pass, %zu violations, "
+  std::fprintf(stderr, "kconform-runner: replayed %zu scenarios, %zu ops from %s: %zu pass, %zu violations, "
                "%zu unsupported, %zu unchecked\n",
                stats.scenarios, stats.ops, id.target.c_str(), stats.pass, stats.violations,
                stats.unsupported, stats.unchecked);
   return stats.violations ? kExitViolations : kExitClean;
+}
+
+}  // namespace
+
+int replay_main(int argc, char** argv) {
+  if (argc < 2) return -1;
+  const std::string command = argv[1];
+  if (command == "pack") return cmd_pack(argc, argv);
+  if (command == "replay" || command == "judge") return cmd_replay(argc, argv);
+  return -1;
 }
 
 }  // namespace kconform

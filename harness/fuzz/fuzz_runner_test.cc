@@ -1,0 +1,348 @@
+// One input, one judgement: `run` (run_scenarios) and the fuzz runner
+// (FuzzRunner::run_scenario) go through the same step and blame the same
+// rules for every op of every scenario of corpora/ (gmem on the host target,
+// FF-A on the EL2 handler), plainly and with the target lying (the faulty
+// wrapper of `run --fault`). A broken invariant alone stops the judging in
+// neither. And the fuzz runner bounds its inputs from the ABI tables alone.
+#include "harness/fuzz/fuzz_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <ostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/runner/runner.h"
+#include "harness/runner/runner_main.h"
+#include "harness/scenario/abi.h"
+#include "harness/scenario/codec.h"
+#include "targets/invariants.h"
+#ifdef KC_FUZZ_TEST_EL2
+#include "harness/runner/target_el2.h"
+#endif
+
+#ifndef KC_CORPUS_DIR
+#error "KC_CORPUS_DIR must name the corpora directory"
+#endif
+
+namespace kconform::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Rule IDs blamed per op (ops with none left out).
+using Blame = std::map<size_t, std::vector<std::string>>;
+
+std::vector<std::string> ids(const std::vector<RuleId>& rules) {
+  std::vector<std::string> out;
+  for (RuleId r : rules) out.push_back(rule_info(r).id);
+  return out;
+}
+
+std::string show(const Blame& b) {
+  std::string out;
+  for (const auto& [op, rules] : b) {
+    out += " op " + std::to_string(op) + ":";
+    for (const std::string& r : rules) out += " " + r;
+  }
+  return out.empty() ? " (none)" : out;
+}
+
+// Every .kcs file under corpora/<abi> and corpora/z3/<abi>.
+std::vector<std::string> corpus(const std::string& abi) {
+  std::vector<std::string> files;
+  for (const std::string& d : {std::string(KC_CORPUS_DIR) + "/" + abi, std::string(KC_CORPUS_DIR) + "/z3/" + abi})
+    for (const auto& e : fs::recursive_directory_iterator(d))
+      if (e.path().extension() == ".kcs") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+const TargetFamily* family_for(Abi abi) {
+  if (abi == Abi::kGmem) return &host_target_family();
+#ifdef KC_FUZZ_TEST_EL2
+  return &el2::el2_target_family();
+#else
+  return nullptr;
+#endif
+}
+
+struct Case {
+  Abi abi;
+  const char* fault;  // a --fault spec, or ""
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << abi_spec(c.abi).name << " " << (*c.fault ? c.fault : "plain");
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = std::string(abi_spec(info.param.abi).name) + "_" + (*info.param.fault ? info.param.fault : "plain");
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+class SameBlame : public ::testing::TestWithParam<Case> {
+ protected:
+  // Opens the case's target the way `run --target NAME --fault SPEC` does.
+  bool open(OpenTarget* t) {
+    const TargetFamily* family = family_for(GetParam().abi);
+    if (!family) {
+      skip_ = "no EL2 library in this build";
+      return false;
+    }
+    const TargetFamily* families[] = {family};
+    std::string error;
+    if (!open_target(families, family->name, GetParam().fault, t, &error)) {
+      skip_ = error;
+      return false;
+    }
+    return true;
+  }
+  std::string skip_;
+};
+
+// Every op of every corpus scenario the target can run: the rules blamed on
+// the runner's path (seen through run_scenarios' observer, checked against
+// the verdict stream it wrote) equal those of the fuzz runner's findings.
+TEST_P(SameBlame, RunAndFuzzBlameTheSameRulesForEveryOp) {
+  const Abi abi = GetParam().abi;
+  // One target at a time: the EL2 handler is one per process.
+  auto for_run = std::make_unique<OpenTarget>();
+  if (!open(for_run.get())) GTEST_SKIP() << skip_;
+  const uint32_t caps = for_run->target->identity().cap_bits;
+  std::vector<LoadedScenario> all;
+  std::string error;
+  ASSERT_TRUE(load_all(corpus(abi_spec(abi).name), &all, &error)) << error;
+  ASSERT_GT(all.size(), 50u);
+
+  // The runner's path.
+  std::map<std::pair<std::string, size_t>, Blame> by_run;
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    VerdictWriter w(f);
+    run_scenarios(all, *for_run->model, *for_run->target, w, for_run->invariants,
+                  [&](const LoadedScenario& ls, size_t op, const StepResult& r) {
+                    Blame& b = by_run[{ls.file, ls.index}];
+                    if (!r.blamed.empty()) b[op] = ids(r.blamed);
+                  });
+  }
+  std::fclose(f);
+  std::istringstream stream(std::string(buf, len));
+  std::free(buf);
+  // What the runner wrote agrees: an op is a violation exactly when it blames
+  // rules, and it blames rules it lists as violated.
+  size_t violations = 0;
+  for (std::string line; std::getline(stream, line);) {
+    json rec = json::parse(line);
+    if (rec["type"] != "op" || rec["verdict"] == "unsupported") continue;
+    const Blame& b = by_run[{rec["file"].get<std::string>(), rec["index"].get<size_t>()}];
+    auto it = b.find(rec["op"].get<size_t>());
+    ASSERT_EQ(rec["verdict"] == "violation", it != b.end()) << line;
+    if (it == b.end()) continue;
+    ++violations;
+    std::vector<std::string> violated = rec["violated"];
+    for (const std::string& r : it->second)
+      EXPECT_NE(std::find(violated.begin(), violated.end(), r), violated.end()) << r << " not violated in " << line;
+  }
+
+  for_run.reset();
+
+  // The fuzz runner's path, one scenario at a time, as it runs a decoded input.
+  OpenTarget for_fuzz;
+  ASSERT_TRUE(open(&for_fuzz)) << skip_;
+  FuzzRunner fuzz(std::move(for_fuzz), fuzz_config_for(abi), FuzzRunner::Mode::kCollect);
+  size_t compared = 0;
+  for (const LoadedScenario& ls : all) {
+    if (ls.scenario.requires_caps & ~caps) continue;  // `run`: unsupported
+    Blame by_fuzz;
+    for (const Finding& fd : fuzz.run_scenario(ls.scenario)) {
+      EXPECT_EQ(by_fuzz.count(fd.op), 0u);
+      by_fuzz[fd.op] = ids(fd.blamed);
+      std::string joined;
+      for (const std::string& r : by_fuzz[fd.op]) joined += (joined.empty() ? "" : ",") + r;
+      EXPECT_EQ(fd.rules, joined);
+    }
+    const Blame& run = by_run[{ls.file, ls.index}];
+    EXPECT_EQ(run, by_fuzz) << ls.scenario.name << " (" << ls.file << " #" << ls.index << ")\n  run: " << show(run)
+                            << "\n  fuzz:" << show(by_fuzz);
+    ++compared;
+  }
+  EXPECT_GT(compared, 20u);
+  std::printf("[ blame     ] %zu scenarios compared, %zu ops with blamed rules\n", compared, violations);
+  if (*GetParam().fault) EXPECT_GT(violations, 0u) << "the fault must make the target lie somewhere";
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpora, SameBlame,
+                         ::testing::Values(Case{Abi::kGmem, ""}, Case{Abi::kGmem, "wrong-errno:write:all"},
+                                           Case{Abi::kGmem, "succeed:pwrite"}, Case{Abi::kGmem, "wrong-content:load"},
+                                           Case{Abi::kGmem, "fail:create_gmem:2"}, Case{Abi::kFfa, ""},
+                                           Case{Abi::kFfa, "wrong-reg:mem_reclaim2:all"},
+                                           Case{Abi::kFfa, "wrong-state:mem_share"}, Case{Abi::kFfa, "fail:mem_reclaim"},
+                                           Case{Abi::kFfa, "succeed:mem_reclaim2"}),
+                         case_name);
+
+#ifdef KC_FUZZ_TEST_EL2
+
+// Wraps a target and breaks an invariant of its own at one op (and passes
+// the wrapped target's on).
+class BreakAt : public Target, public InvariantSource {
+ public:
+  BreakAt(std::unique_ptr<Target> inner, const InvariantSource* inner_inv, size_t op, RuleId rule)
+      : inner_(std::move(inner)), inner_inv_(inner_inv), op_(op), rule_(rule) {}
+  const TargetIdentity& identity() const override { return inner_->identity(); }
+  void begin(const Scenario& s) override {
+    breaks_.clear();
+    inner_->begin(s);
+  }
+  Outcome exec(const Scenario& s, size_t i) override {
+    Outcome o = inner_->exec(s, i);
+    breaks_.clear();
+    if (inner_inv_)
+      for (const InvariantBreak& b : inner_inv_->invariant_breaks()) breaks_.push_back(b);
+    if (i == op_) breaks_.push_back({rule_, "injected at op " + std::to_string(i)});
+    return o;
+  }
+  void end() override { inner_->end(); }
+  std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
+
+ private:
+  std::unique_ptr<Target> inner_;
+  const InvariantSource* inner_inv_;
+  size_t op_;
+  RuleId rule_;
+  std::vector<InvariantBreak> breaks_;
+};
+
+// The EL2 target (with the fault, if any), an invariant broken at op `at`.
+OpenTarget el2_breaking_at(const std::string& fault, size_t at, RuleId rule) {
+  const TargetFamily* families[] = {&el2::el2_target_family()};
+  OpenTarget inner, t;
+  std::string error;
+  EXPECT_TRUE(open_target(families, "el2", fault, &inner, &error)) << error;
+  if (!inner.target) return t;
+  t.model = std::move(inner.model);
+  auto w = std::make_unique<BreakAt>(std::move(inner.target), inner.invariants, at, rule);
+  t.invariants = w.get();
+  t.target = std::move(w);
+  return t;
+}
+
+// A broken invariant alone is a violation of its rule, and the model goes on
+// judging: the later ops pass, or, when the target then lies, are violations
+// of the model's rules (not "unchecked"), in `run` and in the fuzz runner.
+class InvariantOnly : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(InvariantOnly, ABrokenInvariantAloneDoesNotStopJudging) {
+  const std::string fault = GetParam();
+  const RuleId injected = *rule_by_id("FFA.R2.UNSHARE");
+  std::vector<LoadedScenario> smoke;
+  std::string error;
+  ASSERT_TRUE(load_all({std::string(KC_CORPUS_DIR) + "/ffa/smoke.kcs"}, &smoke, &error)) << error;
+  const std::string name = std::string("ffa/smoke/share-reclaim-") + KC_FUZZ_TEST_EL2;
+  auto it = std::find_if(smoke.begin(), smoke.end(), [&](const LoadedScenario& ls) { return ls.scenario.name == name; });
+  ASSERT_NE(it, smoke.end()) << name;
+  const Scenario& s = it->scenario;
+  ASSERT_EQ(s.ops.size(), 5u);
+  ASSERT_EQ(format_op(s, 4).rfind("mem_reclaim", 0), 0u) << format_op(s, 4);
+
+  // `run`.
+  std::vector<std::string> verdicts;
+  std::vector<std::vector<std::string>> run_blamed;
+  {
+    OpenTarget t = el2_breaking_at(fault, 1, injected);
+    ASSERT_TRUE(t.target);
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    VerdictWriter w(sink);
+    run_scenarios({*it}, *t.model, *t.target, w, t.invariants,
+                  [&](const LoadedScenario&, size_t, const StepResult& r) {
+                    verdicts.push_back(to_string(r.verdict.kind));
+                    run_blamed.push_back(ids(r.blamed));
+                  });
+    std::fclose(sink);
+  }
+  ASSERT_EQ(verdicts.size(), 5u);
+  EXPECT_EQ(verdicts[1], "violation");
+  EXPECT_EQ(run_blamed[1], std::vector<std::string>{"FFA.R2.UNSHARE"});
+  EXPECT_EQ(verdicts[2], "pass") << "judged after the broken invariant";
+  EXPECT_EQ(verdicts[3], "pass") << "judged after the broken invariant";
+  if (fault.empty()) {
+    EXPECT_EQ(verdicts[4], "pass");
+  } else {
+    EXPECT_EQ(verdicts[4], "violation") << "the lie at op 4 is judged, not unchecked";
+    EXPECT_FALSE(run_blamed[4].empty());
+  }
+
+  // The fuzz runner.
+  OpenTarget t = el2_breaking_at(fault, 1, injected);
+  ASSERT_TRUE(t.target);
+  FuzzRunner fuzz(std::move(t), fuzz_config_for(Abi::kFfa), FuzzRunner::Mode::kCollect);
+  std::vector<Finding> found = fuzz.run_scenario(s);
+  std::vector<std::pair<size_t, std::vector<std::string>>> got, want;
+  for (const Finding& fd : found) got.emplace_back(fd.op, ids(fd.blamed));
+  for (size_t i = 0; i < run_blamed.size(); ++i)
+    if (!run_blamed[i].empty()) want.emplace_back(i, run_blamed[i]);
+  EXPECT_EQ(got, want);
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0].op, 1u);
+  EXPECT_FALSE(found[0].known);
+  EXPECT_NE(found[0].detail.find("invariant: injected at op 1"), std::string::npos) << found[0].detail;
+  EXPECT_EQ(found.size(), fault.empty() ? 1u : 2u) << "the fuzz runner went on after the broken invariant";
+}
+
+INSTANTIATE_TEST_SUITE_P(El2, InvariantOnly, ::testing::Values("", "wrong-state:mem_reclaim"),
+                         [](const auto& info) { return std::string(*info.param ? "lie_at_reclaim" : "plain"); });
+
+#endif  // KC_FUZZ_TEST_EL2
+
+// bounded(): the ABI's costly resource, byte counts and refusal limit come
+// from its table (gmem: VMs; write/pwrite/.../fallocate unless PUNCH_HOLE;
+// E2BIG above 64 MiB), nothing from the fuzz runner itself.
+Scenario text(const std::string& ops) {
+  std::vector<Scenario> out;
+  std::string err;
+  EXPECT_TRUE(parse_text("kconform-scenario 1\nabi gmem\nname t\n" + ops, "<test>", &out, &err)) << err;
+  return out.empty() ? Scenario{} : out.front();
+}
+
+TEST(FuzzRunnerBounds, ComeFromTheAbiTable) {
+  OpenTarget none;  // bounded() needs no target
+  none.target = nullptr;
+  FuzzConfig cfg = fuzz_config_for(Abi::kGmem);
+  EXPECT_EQ(cfg.limits.max_ops, 24u);
+  FuzzRunner r(std::move(none), cfg, FuzzRunner::Mode::kCollect);
+  const std::string gmem = "create_vm\ncreate_gmem vm=0 size=0x4000 flags=0\n";
+  EXPECT_TRUE(r.bounded(text(gmem + "write gmem=0 len=0x1000\n")));
+  EXPECT_FALSE(r.bounded(text(gmem + "write gmem=0 len=0x200000\n"))) << "2 MiB: more than max_op_bytes";
+  EXPECT_TRUE(r.bounded(text(gmem + "write gmem=0 len=0x8000000\n"))) << "128 MiB: refused (E2BIG) anyway";
+  EXPECT_FALSE(r.bounded(text(gmem + "pwrite gmem=0 offset=0 len=0x200000\n")));
+  EXPECT_FALSE(r.bounded(text(gmem + "pread gmem=0 offset=0 len=0x4000000\n"))) << "64 MiB: not refused";
+  EXPECT_TRUE(r.bounded(text(gmem + "pread gmem=0 offset=0 len=0x4000001\n")));
+  EXPECT_FALSE(r.bounded(text(gmem + "fallocate gmem=0 mode=0 offset=0 len=0x200000\n")));
+  EXPECT_TRUE(r.bounded(text(gmem + "fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x200000\n")))
+      << "a hole punched allocates nothing";
+  EXPECT_TRUE(r.bounded(text(gmem + "mmap gmem=0 offset=0 len=0x200000\n"))) << "mmap materialises nothing";
+  EXPECT_TRUE(r.bounded(text("create_vm\ncreate_vm\n")));
+  EXPECT_FALSE(r.bounded(text("create_vm\ncreate_vm\ncreate_vm\n"))) << "three VMs";
+  std::string many;
+  for (int i = 0; i < 25; ++i) many += "close_vm vm=0\n";
+  EXPECT_FALSE(r.bounded(text("create_vm\n" + many))) << "more than max_ops";
+  Scenario ffa;
+  ffa.abi = Abi::kFfa;
+  EXPECT_FALSE(r.bounded(ffa)) << "another ABI";
+}
+
+}  // namespace
+}  // namespace kconform::fuzz

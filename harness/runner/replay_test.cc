@@ -1,0 +1,238 @@
+// Replay (replay.h): recorded outcomes judged through the one step, under
+// both names of the subcommand; and a record of the host target's outcomes,
+// replayed, gives the very verdicts `run` gave (skipped without /dev/kvm).
+#include "harness/runner/replay.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness/runner/runner.h"
+#include "models/gmem/model.h"
+#include "targets/host_gmem/host_target.h"
+
+#ifndef KC_CORPUS_DIR
+#error "KC_CORPUS_DIR must name the corpora directory"
+#endif
+
+namespace kconform {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kScenario =
+    "kconform-scenario 1\n"
+    "abi gmem\n"
+    "name test/replay/create\n"
+    "create_vm\n"
+    "create_gmem vm=0 size=0x200000 flags=0\n";
+
+json identity() {
+  return json::parse(R"({"type": "identity", "target": "qemu", "release": "7.3.4+deb13-amd64", "seconds": 1.5,
+    "profile": {"write_abi": false, "page_size": 4096, "supported_flags": [3, 0],
+                "vm_types": 1, "user_memory2": true, "gmem_on_vm_type": [true, false]},
+    "caps": [["KVM_CAP_GUEST_MEMFD_FLAGS", 3]], "cap_bits": 23})");
+}
+
+class Replay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kc-replay-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Runs `kconform-runner <args...>`; returns the exit status, the verdict
+  // records in *recs (when --out was given).
+  int call(std::vector<std::string> args, std::vector<json>* recs = nullptr) {
+    std::string out;
+    if (recs) {
+      out = (dir_ / ("out" + std::to_string(++n_) + ".jsonl")).string();
+      args.insert(args.begin() + 1, {"--out", out});
+    }
+    args.insert(args.begin(), "kconform-runner");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    int rc = replay_main(static_cast<int>(argv.size()), argv.data());
+    if (recs) {
+      recs->clear();
+      std::ifstream f(out);
+      for (std::string line; std::getline(f, line);) recs->push_back(json::parse(line));
+    }
+    return rc;
+  }
+
+  std::string observations(const json& ops) {
+    return write("obs" + std::to_string(++n_) + ".jsonl",
+                 identity().dump() + "\n" + json{{"type", "scenario"}, {"s", 0}, {"ops", ops}}.dump() + "\n");
+  }
+
+  static std::vector<std::string> verdicts(const std::vector<json>& recs) {
+    std::vector<std::string> out;
+    for (const json& r : recs)
+      if (r["type"] == "op") out.push_back(r["verdict"]);
+    return out;
+  }
+
+  fs::path dir_;
+  int n_ = 0;
+};
+
+TEST_F(Replay, RecordedOutcomesAreJudgedByTheModel) {
+  std::string scen = write("s.kcs", kScenario);
+  std::vector<json> recs;
+  ASSERT_EQ(call({"replay", "--observations", observations(json::parse("[[0,0,0],[0,0,0]]")), scen}, &recs), 0);
+  ASSERT_GE(recs.size(), 4u);
+  EXPECT_EQ(recs[1]["type"], "target");
+  EXPECT_EQ(recs[1]["target"], "qemu");
+  EXPECT_EQ(recs[1]["profile"], "gmem-base");
+  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "pass"}));
+  EXPECT_EQ(recs.back()["seconds"], 1.5);
+}
+
+TEST_F(Replay, JudgeIsTheOldNameOfReplay) {
+  std::string scen = write("s.kcs", kScenario);
+  std::string obs = observations(json::parse("[[0,0,0],[1,22,0]]"));  // create_gmem: EINVAL, a lie
+  std::vector<json> replayed, judged;
+  EXPECT_EQ(call({"replay", "--observations", obs, scen}, &replayed), 1);
+  EXPECT_EQ(call({"judge", "--observations", obs, scen}, &judged), 1);
+  EXPECT_EQ(verdicts(replayed), (std::vector<std::string>{"pass", "violation"}));
+  EXPECT_EQ(replayed, judged);
+}
+
+TEST_F(Replay, AScenarioIsJudgedUpToItsLastRecordedOp) {
+  std::string scen = write("s.kcs", kScenario);
+  std::vector<json> recs;
+  ASSERT_EQ(call({"replay", "--observations", observations(json::parse("[[0,0,0]]")), scen}, &recs), 0);
+  EXPECT_EQ(verdicts(recs), std::vector<std::string>{"pass"});
+}
+
+TEST_F(Replay, AViolationLeavesTheRestUnchecked) {
+  std::string scen = write("s.kcs", std::string(kScenario) + "close gmem=0\n");
+  std::vector<json> recs;
+  EXPECT_EQ(call({"replay", "--observations", observations(json::parse("[[0,0,0],[1,22,0],[0,0,0]]")), scen}, &recs),
+            1);
+  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "violation", "unchecked"}));
+}
+
+TEST_F(Replay, BadObservationsAndHelp) {
+  std::string scen = write("s.kcs", kScenario);
+  std::string bad = write("bad.jsonl", json{{"type", "scenario"}, {"s", 5}, {"ops", json::array()}}.dump() + "\n");
+  EXPECT_EQ(call({"replay", "--observations", bad, scen}), 2);
+  EXPECT_EQ(call({"replay", scen}), 2);  // no --observations
+  EXPECT_EQ(call({"replay", "--help"}), 0);
+  EXPECT_EQ(call({"judge", "--help"}), 0);
+  EXPECT_EQ(call({"pack", "--help"}), 0);
+  EXPECT_EQ(call({"run", scen}), -1) << "not a replay subcommand";
+}
+
+// Records every outcome of the target it wraps.
+class Recorder : public Target {
+ public:
+  explicit Recorder(Target& inner) : inner_(inner) {}
+  const TargetIdentity& identity() const override { return inner_.identity(); }
+  void begin(const Scenario& s) override {
+    inner_.begin(s);
+    ops_ = &recorded[&s];
+  }
+  Outcome exec(const Scenario& s, size_t i) override {
+    Outcome o = inner_.exec(s, i);
+    ops_->push_back(o);
+    return o;
+  }
+  void end() override { inner_.end(); }
+  std::map<const Scenario*, std::vector<Outcome>> recorded;
+
+ private:
+  Target& inner_;
+  std::vector<Outcome>* ops_ = nullptr;
+};
+
+std::vector<json> op_records(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    json r = json::parse(line);
+    if (r["type"] == "op") out.push_back(r);
+  }
+  return out;
+}
+
+// The host's outcomes of the whole guest_memfd corpus, recorded while `run`
+// judged them, then replayed: the same op records, verdict for verdict.
+TEST_F(Replay, ARecordOfTheHostReplaysToTheSameVerdicts) {
+  gmem::HostOpen host = gmem::open_host_target();
+  if (!host.target) GTEST_SKIP() << "host target cannot run: " << host.error;
+  std::vector<std::string> files;
+  for (const char* sub : {"/gmem", "/z3/gmem"})
+    for (const auto& e : fs::directory_iterator(std::string(KC_CORPUS_DIR) + sub))
+      if (e.path().extension() == ".kcs") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<LoadedScenario> all;
+  std::string error;
+  ASSERT_TRUE(load_all(files, &all, &error)) << error;
+
+  Recorder rec(*host.target);
+  std::unique_ptr<Model> model = gmem::make_model(host.profile);
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    VerdictWriter w(f);
+    run_scenarios(all, *model, rec, w);
+  }
+  std::fclose(f);
+  std::string ran(buf, len);
+  std::free(buf);
+
+  const TargetIdentity& id = host.target->identity();
+  const gmem::Profile& p = host.profile;
+  json ident = {{"type", "identity"}, {"target", id.target}, {"release", id.release}, {"cap_bits", id.cap_bits},
+                {"profile", {{"write_abi", p.write_abi}, {"page_size", p.page_size},
+                             {"supported_flags", {p.supported_flags[0], p.supported_flags[1]}},
+                             {"vm_types", p.vm_types}, {"user_memory2", p.user_memory2},
+                             {"gmem_on_vm_type", {p.gmem_on_vm_type[0], p.gmem_on_vm_type[1]}}}},
+                {"caps", json::array()}};
+  for (const auto& [name, value] : id.caps) ident["caps"].push_back({name, value});
+  std::string obs = ident.dump() + "\n";
+  size_t recorded = 0;
+  for (size_t n = 0; n < all.size(); ++n) {
+    auto it = rec.recorded.find(&all[n].scenario);
+    if (it == rec.recorded.end()) continue;  // unsupported here
+    json ops = json::array();
+    for (const Outcome& o : it->second) ops.push_back({static_cast<int>(o.kind), o.value, o.aux});
+    obs += json{{"type", "scenario"}, {"s", n}, {"ops", ops}}.dump() + "\n";
+    ++recorded;
+  }
+  ASSERT_GT(recorded, 100u);
+  std::vector<std::string> args = {"replay", "--observations", write("host.jsonl", obs)};
+  args.insert(args.end(), files.begin(), files.end());
+  std::vector<json> replayed;
+  EXPECT_LE(call(args, &replayed), 1);
+  std::vector<json> expected = op_records(ran), got;
+  for (const json& r : replayed)
+    if (r["type"] == "op") got.push_back(r);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], expected[k]) << "op record " << k;
+}
+
+}  // namespace
+}  // namespace kconform
