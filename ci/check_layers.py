@@ -3,8 +3,9 @@
 
     ci/check_layers.py [ROOT]
 
-Reads every #include "..." of the repository's C/C++ files and every link of
-its CMakeLists.txt files (target_link_libraries, kconform_unit_test LIBS),
+Reads every #include "..." of the repository's C/C++ files, every link of
+its CMakeLists.txt files and every import between the Python driver's
+sub-packages (target_link_libraries, kconform_unit_test LIBS),
 maps both ends to rooms (the longest folder prefix listed in layers.toml) and
 prints each edge that the table does not allow, as FILE:LINE: message. Also
 refused: a `uses` entry that points to a higher floor, and any CMake file that
@@ -155,13 +156,40 @@ def cmake_offences(root: Path, layers: Layers) -> list[Offence]:
     return out
 
 
+PY_IMPORT = re.compile(r"^\s*(?:from\s+kconform\.(\w+)|import\s+kconform\.(\w+))", re.M)
+
+
+def driver_offences(root: Path, table: dict) -> list[Offence]:
+    """Imports inside the Python driver that run against its sub-package order."""
+    spec = table.get("driver")
+    if not spec:
+        return []
+    order: list[str] = spec["order"]
+    pkg = root / spec["package"]
+    out = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg)
+        if len(rel.parts) < 2 or rel.parts[0] not in order:
+            continue  # the package's own __init__/__main__
+        mine = order.index(rel.parts[0])
+        text = path.read_text()
+        for m in PY_IMPORT.finditer(text):
+            used = m.group(1) or m.group(2)
+            if used in order and order.index(used) > mine:
+                line = text.count("\n", 0, m.start()) + 1
+                out.append(Offence(f"{path.relative_to(root)}:{line}",
+                                   f"driver {rel.parts[0]} must not import kconform.{used} (later in {order})"))
+    return out
+
+
 def check(root: Path, table_path: Path | None = None) -> tuple[list[Offence], list[Offence]]:
     """(table errors, offending edges) for the tree at root."""
-    layers = Layers(tomllib.loads((table_path or root / "ci" / "layers.toml").read_text()))
+    table = tomllib.loads((table_path or root / "ci" / "layers.toml").read_text())
+    layers = Layers(table)
     errors = layers.table_errors()
     if errors:
         return errors, []
-    return [], include_offences(root, layers) + cmake_offences(root, layers)
+    return [], include_offences(root, layers) + cmake_offences(root, layers) + driver_offences(root, table)
 
 
 def main(argv: list[str]) -> int:

@@ -22,10 +22,10 @@ def kconform(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.Com
 
 @pytest.fixture(scope="session")
 def engine():
-    from kconform import build
-    from kconform.engine import Engine
-    from kconform.paths import runner_binary
-    build.build("default", log=lambda m: None)
+    from kconform.core.paths import runner_binary
+    from kconform.engine.build import build_preset
+    from kconform.engine.runner import Engine
+    build_preset("default", log=lambda m: None)
     return Engine(runner_binary())
 
 

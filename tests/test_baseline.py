@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from kconform import baseline
-from kconform.errors import ToolError
-from kconform.verdicts import Finding, TargetRun
+from kconform.core.errors import ToolError
+from kconform.engine import baseline
+from kconform.engine.verdicts import Finding, TargetRun
 
 
 def entry(**kw):

@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from kconform.engine import Engine
-from kconform.errors import ToolError
+from kconform.core.errors import ToolError
+from kconform.engine.runner import Engine
 
 RECORDS = [
     {"type": "plan", "format": 1, "scenarios": 2, "ops": 4},

@@ -51,7 +51,7 @@ def _binary():
 
 def _bind_past_2_63_binary(tmp_path) -> Path:
     """BIND_PAST_2_63 in the binary scenario form the fuzz harness reads."""
-    from kconform.paths import runner_binary
+    from kconform.core.paths import runner_binary
     src = tmp_path / "case.kcs"
     src.write_text(BIND_PAST_2_63)
     conv = tmp_path / "bin"
@@ -61,15 +61,15 @@ def _bind_past_2_63_binary(tmp_path) -> Path:
 
 
 def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
-    from kconform import fuzz
+    from kconform.engine import fuzz_findings
     data = _bind_past_2_63_binary(tmp_path).read_bytes()
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="")
-    path, new = fuzz.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
+    path, new = fuzz_findings.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
     digest = hashlib.sha1(data).hexdigest()[:12]
     assert new and path.name == f"crash-GMEM.BIND.RANGE-{digest}.kcsb"
     text = path.with_name(path.name[:-1]).read_text()
     assert "SUMMARY: kconform: GMEM.BIND.RANGE violated" in text and "bind vm=0" in text
-    again, new2 = fuzz.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
+    again, new2 = fuzz_findings.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
     assert again == path and not new2  # never overwritten
 
 

@@ -37,7 +37,7 @@ def tree(tmp_path: Path) -> Path:
                            capture_output=True, text=True).stdout.split()
     for f in files:
         src = REPO / f
-        if not src.is_file() or src.suffix not in {".h", ".cc", ".c", ".txt", ".toml", ".def"}:
+        if not src.is_file() or src.suffix not in {".h", ".cc", ".c", ".txt", ".toml", ".def", ".py"}:
             continue
         dst = tmp_path / f
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -108,3 +108,11 @@ def test_a_data_file_may_not_include(tree: Path):
     d = tree / "models" / "gmem" / "rules.def"
     d.write_text('#include "harness/runner/runner.h"\n' + d.read_text())
     assert any("models/gmem/rules.def: a data file" in o for o in offences(tree))
+
+
+def test_a_leftward_import_in_the_driver_fails(tree: Path):
+    errors = tree / "harness" / "driver" / "kconform" / "core" / "errors.py"
+    errors.write_text(errors.read_text() + "\nfrom kconform.commands import cli  # noqa\n")
+    found = offences(tree)
+    assert len(found) == 1 and found[0].startswith("harness/driver/kconform/core/errors.py:"), found
+    assert "driver core must not import kconform.commands" in found[0]

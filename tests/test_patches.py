@@ -1,4 +1,4 @@
-"""Patched trees: kconform.patches.apply on synthetic trees, and the real reference patch."""
+"""Patched trees: kconform.sources.patches.apply on synthetic trees, and the real reference patch."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness" / "driver"))
 
-from kconform import patches, trees  # noqa: E402
-from kconform.patches import PatchError  # noqa: E402
-from kconform.trees import NEEDED_PATHS  # noqa: E402
+from kconform.sources import patches, tree_fetch, trees  # noqa: E402
+from kconform.sources.patches import PatchError  # noqa: E402
+from kconform.sources.trees import NEEDED_PATHS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FFA_C = "arch/arm64/kvm/hyp/nvhe/ffa.c"
@@ -173,13 +173,13 @@ def test_chain_and_cli(tree, cache, tmp_path, capsys):
 
 def _debian_tree() -> Path | None:
     try:
-        return trees.fetch("debian:7.3", progress=lambda m: None) if _cached("7.3") else None
+        return tree_fetch.fetch("debian:7.3", progress=lambda m: None) if _cached("7.3") else None
     except trees.TreeError:
         return None
 
 
 def _cached(series: str) -> bool:
-    from kconform.paths import cache_dir
+    from kconform.core.paths import cache_dir
     return any((cache_dir() / "trees").glob(f"debian-{series}.*/Makefile"))
 
 

@@ -15,22 +15,29 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, kconform
-from kconform import kernels, qemu
+from kconform.engine.runner import REPLAY_SUBCOMMAND
+from kconform.sources import debian_kernels, kernel_build
+from kconform.sources.kernel_image import KernelError, user_kernel
+from kconform.targets.qemu.boot import QEMU, boot_once, console_events, in_flight_at
+from kconform.targets.qemu.frames import FrameStream, decode_frame, encode_frame
+from kconform.targets.qemu.guest import agent_binary
+from kconform.targets.qemu.initramfs import BUSYBOX, build_initramfs, newc_archive
+from kconform.targets.qemu.replay import run_target
 
 # --- frames ----------------------------------------------------------------------
 
 
 def test_frame_matches_the_agents_exact_form():
     # targets/qemu/agent/frame_test.cc Frame.ExactForm: the two sides agree.
-    assert qemu.encode_frame(7, b"ab") == "@@KC 7 6162 9e83486d@@\n"
-    assert qemu.decode_frame("@@KC 7 6162 9e83486d@@") == ("ok", 7, b"ab")
+    assert encode_frame(7, b"ab") == "@@KC 7 6162 9e83486d@@\n"
+    assert decode_frame("@@KC 7 6162 9e83486d@@") == ("ok", 7, b"ab")
 
 
 @pytest.mark.parametrize("payload", [b"", b'{"t":"hello"}', bytes(range(256)), b"@@KC 1 00 00000000@@\n"])
 def test_frame_round_trips(payload):
-    line = qemu.encode_frame(123, payload)
-    assert qemu.decode_frame(line.rstrip("\n")) == ("ok", 123, payload)
-    assert qemu.decode_frame(line.rstrip("\n") + "\r") == ("ok", 123, payload)
+    line = encode_frame(123, payload)
+    assert decode_frame(line.rstrip("\n")) == ("ok", 123, payload)
+    assert decode_frame(line.rstrip("\n") + "\r") == ("ok", 123, payload)
 
 
 @pytest.mark.parametrize("line", [
@@ -40,38 +47,38 @@ def test_frame_round_trips(payload):
     "kconform: begin s=3 gmem/x",
 ])
 def test_kernel_lines_are_not_frames(line):
-    assert qemu.decode_frame(line)[0] == "none"
+    assert decode_frame(line)[0] == "none"
 
 
 def test_every_truncation_is_rejected():
-    line = qemu.encode_frame(12, b'{"t":"op","s":1,"v":-22}').rstrip("\n")
+    line = encode_frame(12, b'{"t":"op","s":1,"v":-22}').rstrip("\n")
     for n in range(len(line)):
-        assert qemu.decode_frame(line[:n])[0] != "ok", n
+        assert decode_frame(line[:n])[0] != "ok", n
 
 
 def test_every_payload_and_crc_corruption_is_rejected():
-    line = qemu.encode_frame(5, b'{"t":"op","s":1}').rstrip("\n")
+    line = encode_frame(5, b'{"t":"op","s":1}').rstrip("\n")
     payload_start = line.index(" ", 5) + 1
     for i in range(payload_start, len(line)):
         for repl in "0a9f@ Z\x00":
             if line[i] == repl:
                 continue
             bad = line[:i] + repl + line[i + 1:]
-            assert qemu.decode_frame(bad)[0] != "ok", (i, repl)
+            assert decode_frame(bad)[0] != "ok", (i, repl)
 
 
 def test_kernel_message_inside_a_frame_is_rejected():
-    line = qemu.encode_frame(9, b'{"t":"op","s":1}').rstrip("\n")
+    line = encode_frame(9, b'{"t":"op","s":1}').rstrip("\n")
     cut = line[:20] + "[   5.1] BUG: kernel NULL pointer dereference" + line[20:]
-    assert qemu.decode_frame(cut)[0] in ("malformed", "badcrc")
+    assert decode_frame(cut)[0] in ("malformed", "badcrc")
 
 
 def test_stream_survives_chunking_noise_and_counts_losses():
-    frames = [qemu.encode_frame(i, json.dumps({"t": "op", "i": i}).encode()) for i in range(6)]
+    frames = [encode_frame(i, json.dumps({"t": "op", "i": i}).encode()) for i in range(6)]
     garbled = frames[2][:15] + "\n"          # frame 2 cut off by a reset
     noise = "[ 1.2] kvm: loaded\n"
     data = (noise + frames[0] + frames[1] + garbled + noise + frames[3] + frames[5]).encode()
-    s = qemu.FrameStream()
+    s = FrameStream()
     got = []
     for k in range(0, len(data), 7):        # arbitrary chunk boundaries
         got += s.feed(data[k:k + 7])
@@ -81,8 +88,8 @@ def test_stream_survives_chunking_noise_and_counts_losses():
 
 
 def test_stream_rejects_a_valid_crc_with_a_non_json_payload():
-    s = qemu.FrameStream()
-    assert s.feed(qemu.encode_frame(0, b"not json").encode()) == []
+    s = FrameStream()
+    assert s.feed(encode_frame(0, b"not json").encode()) == []
     assert s.garbled == 1
 
 
@@ -90,9 +97,9 @@ def test_stream_rejects_a_valid_crc_with_a_non_json_payload():
 
 @pytest.mark.skipif(not shutil.which("cpio"), reason="cpio not installed (Debian package cpio)")
 def test_newc_archive_is_read_by_cpio(tmp_path):
-    archive = qemu.newc_archive([("init", b"#!/bin/sh\n", 0o100755),
+    archive = newc_archive([("init", b"#!/bin/sh\n", 0o100755),
                                  ("kconform/scenarios/000000.kcsb", b"KCSN\x01", 0o100644)])
-    assert qemu.newc_archive([("kconform/scenarios/000000.kcsb", b"KCSN\x01", 0o100644),
+    assert newc_archive([("kconform/scenarios/000000.kcsb", b"KCSN\x01", 0o100644),
                               ("init", b"#!/bin/sh\n", 0o100755)]) == archive  # deterministic
     r = subprocess.run(["cpio", "-idm", "--quiet"], input=archive, cwd=tmp_path, capture_output=True)
     assert r.returncode == 0, r.stderr
@@ -113,7 +120,7 @@ CONSOLE = """\
 
 
 def test_console_events_name_the_scenario_in_flight():
-    events = qemu.console_events(CONSOLE)
+    events = console_events(CONSOLE)
     assert [(k, s) for k, _, s in events] == [("warning", 8), ("oops", 8), ("panic", 8)]
     assert events[1][1].startswith("BUG: kernel NULL pointer dereference")
 
@@ -121,17 +128,17 @@ def test_console_events_name_the_scenario_in_flight():
 def test_in_flight_from_frames():
     recs = [{"t": "begin", "s": 3}, {"t": "op", "s": 3}, {"t": "end", "s": 3},
             {"t": "begin", "s": 4}, {"t": "op", "s": 4}, {"t": "op", "s": 4}]
-    assert qemu._in_flight(recs) == (4, 2)
-    assert qemu._in_flight(recs[:3]) == (None, None)
+    assert in_flight_at(recs) == (4, 2)
+    assert in_flight_at(recs[:3]) == (None, None)
 
 
 def test_user_kernel_must_be_a_bzimage(tmp_path):
     p = tmp_path / "vmlinux"
     p.write_bytes(b"\x7fELF" + bytes(1000))
-    with pytest.raises(kernels.KernelError, match="not an x86 bzImage"):
-        kernels.user_kernel(p)
-    with pytest.raises(kernels.KernelError, match="no such file"):
-        kernels.user_kernel(tmp_path / "missing")
+    with pytest.raises(KernelError, match="not an x86 bzImage"):
+        user_kernel(p)
+    with pytest.raises(KernelError, match="no such file"):
+        user_kernel(tmp_path / "missing")
 
 
 
@@ -153,14 +160,14 @@ def test_build_mirror_patches_a_copy_and_refreshes_what_a_patch_touched(tmp_path
     old = src / "virt/kvm/guest_memfd.c"
     os.utime(old, (1_000_000, 1_000_000))
     cache = tmp_path / "cache"
-    m = kernels._mirror(src, "s1", "t", patch, cache, progress=lambda _m: None)
+    m = kernel_build.mirror(src, "s1", "t", patch, cache, progress=lambda _m: None)
     assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nB\nc\n"
     assert old.read_text() == "a\nb\nc\n"                 # the tree itself is never changed
     assert os.stat(m / "other.c").st_ino == os.stat(src / "other.c").st_ino
-    assert kernels._mirror(src, "s1", "t", patch, cache, progress=lambda _m: None) == m
+    assert kernel_build.mirror(src, "s1", "t", patch, cache, progress=lambda _m: None) == m
     # Back to the stock tree: the file the patch touched gets a new mtime, so an
     # incremental make recompiles it (same content as the tree, newer than its .o).
-    m = kernels._mirror(src, "s1", "t", None, cache, progress=lambda _m: None)
+    m = kernel_build.mirror(src, "s1", "t", None, cache, progress=lambda _m: None)
     back = m / "virt/kvm/guest_memfd.c"
     assert back.read_text() == "a\nb\nc\n" and back.stat().st_mtime > 2_000_000
     assert os.stat(back).st_ino != os.stat(old).st_ino and old.stat().st_mtime == 1_000_000
@@ -176,11 +183,11 @@ def test_build_mirror_keeps_the_mtime_of_what_the_last_build_compiled(tmp_path):
     ref.write_text(hunk("other.c", "x", "X") + gm.format("B"))
     mutant.write_text(hunk("other.c", "x", "X") + gm.format("Q"))
     cache = tmp_path / "cache"
-    m = kernels._mirror(src, "s1", "t", ref, cache, progress=lambda _m: None)
+    m = kernel_build.mirror(src, "s1", "t", ref, cache, progress=lambda _m: None)
     for rel in ("other.c", "virt/kvm/guest_memfd.c"):
         os.utime(m / rel, ns=(5_000_000_000, 5_000_000_000))   # "compiled" at t=5 s
-    kernels._record_built(m, ["other.c", "virt/kvm/guest_memfd.c"])
-    m = kernels._mirror(src, "s1", "t", mutant, cache, progress=lambda _m: None)
+    kernel_build.record_built(m, ["other.c", "virt/kvm/guest_memfd.c"])
+    m = kernel_build.mirror(src, "s1", "t", mutant, cache, progress=lambda _m: None)
     assert (m / "other.c").read_text() == "X\n" and (m / "other.c").stat().st_mtime_ns == 5_000_000_000
     assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nQ\nc\n"
     assert (m / "virt/kvm/guest_memfd.c").stat().st_mtime > 1_000_000
@@ -188,15 +195,15 @@ def test_build_mirror_keeps_the_mtime_of_what_the_last_build_compiled(tmp_path):
 
 
 def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
-    with pytest.raises(kernels.KernelError, match="not a full kernel tree"):
-        kernels.build(str(tmp_path), cache_dir=tmp_path / "c", progress=lambda _m: None)
-    with pytest.raises(kernels.KernelError, match="no such patch file"):
-        kernels.build(str(_fake_tree(tmp_path / "t")), str(tmp_path / "nope.patch"),
+    with pytest.raises(KernelError, match="not a full kernel tree"):
+        kernel_build.build(str(tmp_path), cache_dir=tmp_path / "c", progress=lambda _m: None)
+    with pytest.raises(KernelError, match="no such patch file"):
+        kernel_build.build(str(_fake_tree(tmp_path / "t")), str(tmp_path / "nope.patch"),
                       cache_dir=tmp_path / "c", progress=lambda _m: None)
 
 
 def test_kernel_fragment_builds_kvm_in():
-    lines = kernels.KERNEL_FRAGMENT.read_text().splitlines()
+    lines = kernel_build.KERNEL_FRAGMENT.read_text().splitlines()
     for opt in ("CONFIG_KVM=y", "CONFIG_KVM_AMD=y", "CONFIG_KVM_SW_PROTECTED_VM=y",
                 "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y"):
         assert opt in lines
@@ -223,7 +230,7 @@ def _judge(engine, tmp_path, ops, name="obs.jsonl"):
     scen.write_text(SCENARIO)
     obs = tmp_path / name
     obs.write_text(json.dumps(IDENTITY) + "\n" + json.dumps({"type": "scenario", "s": 0, "ops": ops}) + "\n")
-    r = subprocess.run([str(engine.binary), "judge", "--observations", str(obs), str(scen)],
+    r = subprocess.run([str(engine.binary), REPLAY_SUBCOMMAND, "--observations", str(obs), str(scen)],
                        capture_output=True, text=True)
     return r, [json.loads(l) for l in r.stdout.splitlines()]
 
@@ -254,7 +261,7 @@ def test_judge_rejects_bad_observations(engine, tmp_path):
     scen.write_text(SCENARIO)
     obs = tmp_path / "bad.jsonl"
     obs.write_text(json.dumps({"type": "scenario", "s": 5, "ops": []}) + "\n")
-    r = subprocess.run([str(engine.binary), "judge", "--observations", str(obs), str(scen)],
+    r = subprocess.run([str(engine.binary), REPLAY_SUBCOMMAND, "--observations", str(obs), str(scen)],
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "field 's'" in r.stderr
@@ -263,9 +270,9 @@ def test_judge_rejects_bad_observations(engine, tmp_path):
 # --- a real boot ---------------------------------------------------------------------
 
 def _qemu_missing() -> str | None:
-    if not shutil.which(qemu.QEMU):
-        return f"{qemu.QEMU} not installed (./kconform run --target qemu installs group 'qemu')"
-    if not qemu.BUSYBOX.is_file():
+    if not shutil.which(QEMU):
+        return f"{QEMU} not installed (./kconform run --target qemu installs group 'qemu')"
+    if not BUSYBOX.is_file():
         return "busybox-static not installed"
     if os.environ.get("KCONFORM_OFFLINE"):
         return "KCONFORM_OFFLINE set"
@@ -278,8 +285,8 @@ def debian_kernel():
     if why:
         pytest.skip(why)
     try:
-        return kernels.fetch("debian:7.3", progress=lambda m: None)
-    except kernels.KernelError as e:
+        return debian_kernels.fetch("debian:7.3", progress=lambda m: None)
+    except KernelError as e:
         pytest.skip(f"Debian 7.3 kernel unavailable: {str(e).splitlines()[0]}")
 
 
@@ -288,7 +295,7 @@ def test_debian_7_3_boots_and_runs_scenarios(engine, debian_kernel, tmp_path):
     files = [str(REPO / "corpora/gmem/create.kcs")]
     raw = tmp_path / "verdicts-qemu.jsonl"
     t0 = time.monotonic()
-    run = qemu.run_target(engine.binary, files, raw, tmp_path, None, "tcg", lambda m: None)
+    run = run_target(engine, files, raw, tmp_path, None, "tcg", lambda m: None)
     assert time.monotonic() - t0 < 300
     assert run.name == "qemu" and run.release.startswith("7.3.4")
     assert run.counts["pass"] > 0
@@ -302,8 +309,8 @@ def test_debian_7_3_boots_and_runs_scenarios(engine, debian_kernel, tmp_path):
 def test_boot_timeout_is_a_finding_and_qemu_is_killed(engine, debian_kernel, tmp_path):
     pack = tmp_path / "p"
     pack.mkdir()
-    initrd = qemu.build_initramfs(debian_kernel, qemu.agent_binary(), pack, tmp_path, lambda m: None)
-    boot = qemu.boot_once(debian_kernel, initrd, tmp_path, "tcg", 0, lambda m: None, boot_timeout=0.5)
+    initrd = build_initramfs(debian_kernel, agent_binary(), pack, tmp_path, lambda m: None)
+    boot = boot_once(debian_kernel, initrd, tmp_path, "tcg", 0, lambda m: None, boot_timeout=0.5)
     assert boot.crash is not None and boot.crash.kind == "boot-timeout"
     assert boot.exit_code is not None  # the process is gone
     r = subprocess.run(["pgrep", "-f", str(tmp_path / "frames-0.log")], capture_output=True)
@@ -316,7 +323,7 @@ WRITE_PATCH = REPO / "targets/qemu/write/gmem-write-reference.patch"
 
 
 def _kernel_build_missing() -> str | None:
-    from kconform import deps
+    from kconform.core import deps
     why = _qemu_missing()
     if why:
         return why

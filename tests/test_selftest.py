@@ -16,9 +16,9 @@ from conftest import REPO, kconform, kill_matrix
 
 
 def _tree_available() -> bool:
-    from kconform import trees
+    from kconform.sources import tree_fetch
     try:
-        trees.fetch("debian:7.3", progress=lambda m: None)
+        tree_fetch.fetch("debian:7.3", progress=lambda m: None)
         return bool(shutil.which("clang"))
     except Exception:  # noqa: BLE001 - no network, no cache: skip
         return False

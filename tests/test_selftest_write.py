@@ -52,36 +52,36 @@ def test_every_write_mutant_is_killed_inside_qemu(tmp_path):
 # --- the kill decision itself, on made-up runs (no QEMU) ------------------------------
 
 def _finding(rule, scenario, file, index, op):
-    from kconform.verdicts import Finding
+    from kconform.engine.verdicts import Finding
     return Finding(rule=rule, target="qemu", release="7.3.4", scenario=scenario, file=file, index=index,
                    op=op, call="write", expected=["EINVAL"], observed="ok 4096")
 
 
 def test_first_kill_is_the_earliest_in_pack_order_and_timed_from_its_begin():
-    from kconform import selftest_write
+    from kconform.selftest import write
     run = SimpleNamespace(findings=[_finding("GMEM.WRITE.EOF", "b", "f2.kcs", 0, 3),
                                     _finding("GMEM.WRITE.ALIGN", "a", "f1.kcs", 1, 5),
                                     _finding("GMEM.WRITE.ALIGN", "a", "f1.kcs", 1, 2)])
     boot = SimpleNamespace(started=100.0, ended=130.0)
     g = SimpleNamespace(began={0: 2.0, 1: 2.5, 2: 9.0}, boots=[boot])
     where = {("f1.kcs", 0): 0, ("f1.kcs", 1): 1, ("f2.kcs", 0): 2}
-    f, text, t = selftest_write._first_kill(run, g, where)
+    f, text, t = write.first_kill(run, g, where)
     assert (f.rule, f.op, t) == ("GMEM.WRITE.ALIGN", 2, 2.5)
     assert text == "a op 2 (GMEM.WRITE.ALIGN)"
 
 
 def test_a_run_without_findings_kills_nothing():
-    from kconform import selftest_write
+    from kconform.selftest import write
     run = SimpleNamespace(findings=[])
     g = SimpleNamespace(began={}, boots=[SimpleNamespace(started=0.0, ended=1.0)])
-    assert selftest_write._kills(run) == []
-    assert selftest_write._first_kill(run, g, {}) == (None, "", None)
+    assert write.kills(run) == []
+    assert write.first_kill(run, g, {}) == (None, "", None)
 
 
 def test_a_guest_crash_after_the_last_begin_is_timed_at_the_end_of_the_boot():
-    from kconform import selftest_write
+    from kconform.selftest import write
     run = SimpleNamespace(findings=[_finding("QEMU.PANIC", "x", "f9.kcs", 0, -1)])
     boots = [SimpleNamespace(started=10.0, ended=14.0), SimpleNamespace(started=15.0, ended=21.5)]
     g = SimpleNamespace(began={}, boots=boots)
-    f, _text, t = selftest_write._first_kill(run, g, {("f9.kcs", 0): 7})
+    f, _text, t = write.first_kill(run, g, {("f9.kcs", 0): 7})
     assert f.rule == "QEMU.PANIC" and t == 11.5

@@ -14,8 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness" / "driver"))
 
-from kconform import trees  # noqa: E402
-from kconform.trees import NEEDED_PATHS, TreeError  # noqa: E402
+from kconform.sources import debian, tree_fetch, trees  # noqa: E402
+from kconform.sources.trees import NEEDED_PATHS, TreeError  # noqa: E402
 
 MAKEFILE = "# SPDX\nVERSION = 7\nPATCHLEVEL = 3\nSUBLEVEL = 4\nEXTRAVERSION = -rc1\nNAME = Baby Opossum\n"
 
@@ -90,18 +90,18 @@ def test_mirror_from_deb822_skips_security(tmp_path):
     src.write_text("Types: deb\nURIs: http://security.example/debian-security\nSuites: bookworm-security\n"
                    "Components: main\n\n"
                    "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\nComponents: main\n")
-    assert trees.system_mirror([src]) == "http://mirror.example/debian"
+    assert debian.system_mirror([src], TreeError) == "http://mirror.example/debian"
 
 
 def test_mirror_from_one_line_format(tmp_path):
     src = tmp_path / "sources.list"
     src.write_text("# comment\ndeb [arch=amd64] https://mirror.example/debian bookworm main\n")
-    assert trees.system_mirror([tmp_path / "missing.sources", src]) == "https://mirror.example/debian"
+    assert debian.system_mirror([tmp_path / "missing.sources", src], TreeError) == "https://mirror.example/debian"
 
 
 def test_no_mirror_is_an_error(tmp_path):
     with pytest.raises(TreeError, match="no Debian mirror"):
-        trees.system_mirror([tmp_path / "missing.sources"])
+        debian.system_mirror([tmp_path / "missing.sources"], TreeError)
 
 
 # --- the cache ----------------------------------------------------------------
@@ -111,8 +111,8 @@ def test_cached_tree_is_returned_without_network(tmp_path, monkeypatch):
     (tree / trees.STAMP_NAME).write_text(json.dumps({
         "package": "linux-source-7.3", "package_version": "7.3.4-1~bpo13+1",
         "sha256": "0" * 64, "paths": list(NEEDED_PATHS)}))
-    monkeypatch.setattr(trees, "_fetch", lambda *a: pytest.fail("fetch went to the network"))
-    assert trees.fetch("debian:7.3", tmp_path, progress=lambda m: None) == tree
+    monkeypatch.setattr(tree_fetch, "download_tree", lambda *a: pytest.fail("fetch went to the network"))
+    assert tree_fetch.fetch("debian:7.3", tmp_path, progress=lambda m: None) == tree
 
 
 def test_stale_stamp_is_not_reused(tmp_path, monkeypatch):
@@ -120,8 +120,8 @@ def test_stale_stamp_is_not_reused(tmp_path, monkeypatch):
     (tree / trees.STAMP_NAME).write_text(json.dumps({
         "package": "linux-source-7.3", "package_version": "7.3.4-1~bpo13+1",
         "sha256": "0" * 64, "paths": ["Makefile"]}))  # made with an older NEEDED_PATHS
-    monkeypatch.setattr(trees, "_fetch", lambda *a: "refetched")
-    assert trees.fetch("debian:7.3", tmp_path, progress=lambda m: None) == "refetched"
+    monkeypatch.setattr(tree_fetch, "download_tree", lambda *a: "refetched")
+    assert tree_fetch.fetch("debian:7.3", tmp_path, progress=lambda m: None) == "refetched"
 
 
 # --- a real fetch ------------------------------------------------------------
@@ -130,7 +130,7 @@ def _mirror_reachable() -> bool:
     if os.environ.get("KCONFORM_OFFLINE"):
         return False
     try:
-        url = urllib.parse.urlparse(trees.system_mirror())
+        url = urllib.parse.urlparse(debian.system_mirror(error=TreeError))
         socket.create_connection((url.hostname, url.port or 80), timeout=3).close()
         return True
     except (OSError, TreeError):
@@ -142,7 +142,7 @@ def _mirror_reachable() -> bool:
 def test_fetch_debian_7_3(tmp_path):
     messages: list[str] = []
     t0 = time.monotonic()
-    tree = trees.fetch("debian:7.3", tmp_path / "cache", progress=messages.append)
+    tree = tree_fetch.fetch("debian:7.3", tmp_path / "cache", progress=messages.append)
     first = time.monotonic() - t0
 
     info = trees.check(tree)
@@ -158,6 +158,6 @@ def test_fetch_debian_7_3(tmp_path):
     assert first < 120, f"fetch took {first:.0f} s"
 
     t0 = time.monotonic()
-    assert trees.fetch("debian:7.3", tmp_path / "cache", progress=messages.append) == tree
+    assert tree_fetch.fetch("debian:7.3", tmp_path / "cache", progress=messages.append) == tree
     assert time.monotonic() - t0 < 1
     assert messages[-1].endswith("(cached)")

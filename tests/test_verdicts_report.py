@@ -5,9 +5,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kconform import report
-from kconform.errors import ToolError
-from kconform.verdicts import read_stream
+from kconform.core.errors import ToolError
+from kconform.engine import report
+from kconform.engine.verdicts import read_stream
 
 RULES = [{"id": "GMEM.A", "abi": "gmem", "summary": "a", "citation": "SPEC.md A"},
          {"id": "GMEM.B", "abi": "gmem", "summary": "b", "citation": "SPEC.md B"},

@@ -2,6 +2,6 @@
 
 import sys
 
-from kconform.cli import main
+from kconform.commands.cli import main
 
 sys.exit(main())

@@ -1,0 +1,2 @@
+"""One module per `kconform` subcommand; cli.py holds the table of subcommands
+and their arguments."""

@@ -1,0 +1,212 @@
+"""`kconform bench`: the suite's benchmarks, medians of repeated runs, as JSON
+(reports/bench/<time>.json) and a Markdown table (the README's "Benchmarks").
+
+Rows: the EL2 differential (scenario executions per second on one core, plain
+and ASan+UBSan builds), guest_memfd scenarios per second on the host kernel
+(Google Benchmark, harness/bench), Z3 generation time (kconform-gen), and, only
+when selected (they take minutes): `--only mutant-ttf`, the time libFuzzer needs
+from an empty corpus to find a RECLAIM2 mutant (selftest/mutant_ttf.py);
+`--only qemu`, boot to the first observed op and scenarios per second inside the
+guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
+
+Selectors (`--only a,b`): el2, gmem, gen (the default set), mutant-ttf and qemu.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from kconform.core import deps
+from kconform.core.errors import ToolError
+from kconform.core.paths import REPO, build_dir, runner_binary
+from kconform.engine.build import build_preset
+from kconform.engine.gen import gen_binary
+from kconform.engine.runner import Engine
+from kconform.engine.scenarios import scenario_files
+from kconform.selftest import mutant_ttf
+from kconform.selftest.write import REFERENCE as WRITE_PATCH
+from kconform.sources import debian_kernels, kernel_build
+from kconform.targets.qemu.guest import ensure_tools, run_guest
+
+SELECTORS = ("el2", "gmem", "gen", "mutant-ttf", "qemu")
+DEFAULT_SELECTORS = ("el2", "gmem", "gen")
+
+
+def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None) -> dict:
+    """Runs one Google Benchmark binary; returns the median aggregate's counters."""
+    env = dict(os.environ)
+    if corpus:
+        env["KCONFORM_BENCH_CORPUS"] = ":".join(str(c) for c in corpus)
+    r = subprocess.run([str(binary), f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
+                        "--benchmark_format=json", "--benchmark_min_time=1"],
+                       capture_output=True, text=True, timeout=1800, env=env)
+    if r.returncode != 0:
+        raise ToolError(f"{binary.name} failed: {r.stderr.strip()[-1000:]}")
+    doc = json.loads(r.stdout)
+    med = [b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"]
+    if not med:
+        raise ToolError(f"{binary.name}: no median in its output")
+    if med[0].get("error_occurred"):
+        raise ToolError(f"{binary.name}: {med[0].get('error_message')}")
+    return med[0]
+
+
+def _row(name: str, value, unit: str, how: str, skipped: str = "") -> dict:
+    return {"benchmark": name, "median": value, "unit": unit, "how": how, "skipped": skipped}
+
+
+def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: dict | None = None) -> list[dict]:
+    sel = set(only or DEFAULT_SELECTORS)
+    bad = sel - set(SELECTORS)
+    if bad:
+        raise ToolError(f"flag --only: no benchmark {', '.join(sorted(bad))} (known: {', '.join(SELECTORS)})")
+    rows = []
+    if sel & {"el2", "gmem"}:
+        deps.ensure(["bench"], log)
+    # The EL2 differential, plain and ASan+UBSan.
+    for preset, label in (("default", "plain"), ("asan", "ASan+UBSan")) if "el2" in sel else ():
+        name = f"EL2 differential, 4K, {label}"
+        try:
+            build_preset(preset, targets=["kconform-bench-el2-4k"], log=log)
+            # The directed suite only: some Z3 descriptor cases make stock ffa.c
+            # read misaligned structs, which UBSan (no recovery) ends.
+            m = _gbench(build_dir(preset) / "harness" / "bench" / "kconform-bench-el2-4k", reps,
+                        [REPO / "corpora" / "ffa"])
+            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
+                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
+                             f"{m['ops_per_s']:.0f} ops/s), model+ffa.c+judge, {reps} repetitions"))
+        except ToolError as e:
+            rows.append(_row(name, None, "scenario executions/s/core", "", f"EL2 target unavailable: {str(e)[:200]}"))
+    if "gmem" in sel:
+        rows.append(_gmem_row(reps, log))
+    if "gen" in sel:
+        rows.append(_gen_row(reps, log))
+    if "mutant-ttf" in sel:
+        rows += _mutant_ttf_rows(log, **(mutant_opts or {}))
+    if "qemu" in sel:
+        rows += _qemu_rows(reps, log)
+    return rows
+
+
+def _qemu_rows(reps: int, log) -> list[dict]:
+    """Per kernel: boots running the guest_memfd suite; medians of boot to the first
+    observed op (QEMU start to the first op outcome reaching the host, i.e. the first
+    verdict's input) and of scenarios per second inside the guest (the agent's clock)."""
+    build_preset("default", log=log)
+    ensure_tools(log)
+    files = scenario_files([], "gmem")
+    engine = Engine(runner_binary("default"))
+    rows = []
+    for label, get in (("Debian 7.3 kernel (modules)", lambda: debian_kernels.fetch("debian:7.3", progress=log)),
+                       ("7.3 + our write() patch (built, KVM built in)",
+                        lambda: kernel_build.build("debian:7.3", str(WRITE_PATCH), progress=log))):
+        try:
+            kernel = get()
+        except ToolError as e:
+            for what, unit in (("boot to first observed op", "s"), ("scenarios inside the guest", "scenarios/s")):
+                rows.append(_row(f"QEMU {what}, {label}", None, unit, "", f"kernel unavailable: {str(e)[:200]}"))
+            continue
+        boots, rates, counts = [], [], set()
+        for _ in range(reps):
+            with tempfile.TemporaryDirectory() as d:
+                g = run_guest(engine, files, kernel, Path(d), "tcg", lambda m: None)
+            b = g.boots[0]
+            if b.first_op is None or not g.agent_seconds or g.crashes:
+                raise ToolError(f"bench qemu: {label}: the guest did not run the suite cleanly "
+                                f"({[c.kind for c in g.crashes]})")
+            boots.append(b.first_op - b.started)
+            rates.append(g.agent_scenarios / g.agent_seconds)
+            counts.add((g.agent_scenarios, g.agent_ops))
+        sc, ops = sorted(counts)[-1]
+        how = (f"qemu-system-x86_64 -accel tcg -cpu EPYC,+svm,+npt, 1 vCPU; {len(boots)} boots running "
+               f"corpora/gmem + corpora/z3/gmem ({sc} scenarios, {ops} ops run in the guest; range "
+               f"{min(boots):.1f}-{max(boots):.1f} s, {min(rates):.0f}-{max(rates):.0f} scenarios/s)")
+        rows.append(_row(f"QEMU boot to first observed op, {label}", round(statistics.median(boots), 2), "s", how))
+        rows.append(_row(f"QEMU scenarios inside the guest, {label}", round(statistics.median(rates), 1),
+                         "scenarios/s", how))
+    return rows
+
+
+def _gmem_row(reps: int, log) -> dict:
+    """guest_memfd on the host kernel."""
+    name = "guest_memfd scenarios on the host kernel"
+    build_preset("default", targets=["kconform-bench"], log=log)
+    try:
+        m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench", reps)
+        return _row(name, round(m["items_per_second"], 1), "scenarios/s",
+                    f"corpora/gmem + corpora/z3/gmem runnable here ({int(m['scenarios'])} scenarios, "
+                    f"{m['ops_per_s']:.0f} ops/s), {reps} repetitions")
+    except ToolError as e:
+        return _row(name, None, "scenarios/s", "", f"host target unavailable: {str(e)[:200]}")
+
+
+def _gen_row(reps: int, log) -> dict:
+    """Z3 generation."""
+    build_preset("default", targets=["kconform-gen"], log=log)
+    times, cases = [], 0
+    for _ in range(max(1, min(reps, 3))):
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.monotonic()
+            r = subprocess.run([str(gen_binary()), "--out", d], capture_output=True, text=True)
+            times.append(time.monotonic() - t0)
+            if r.returncode != 0:
+                raise ToolError(f"kconform-gen failed: {r.stderr.strip()}")
+            cases = json.loads(r.stdout.splitlines()[-1])["cases"]
+    return _row("Z3 generation (all ABIs)", round(statistics.median(times), 2), "s",
+                f"{cases} cases, {len(times)} runs")
+
+
+def _mutant_ttf_rows(log, mutants: list[str] | None = None, budget: int = 60, runs: int = 3) -> list[dict]:
+    """Per mutant, the median time libFuzzer needs from an empty corpus to find it (or
+    "not found within the budget"); the details go into the rows."""
+    rows = []
+    for m in mutant_ttf.measure(log, mutants, budget, runs):
+        times, rules, bg_note = m["times_s"], m["rules"], m["background_note"]
+        how = (f"libFuzzer el2-4k, empty corpus + ffa.dict, {len(times)}/{runs} runs found it "
+               f"({', '.join(f'{x:g}' for x in sorted(times)) or 'none'} s) naming {', '.join(rules) or '-'}; "
+               f"budget {budget} s per run; {bg_note}")
+        skipped = "" if m["median"] is not None else (
+            f"not found within {budget} s in {runs - len(times)}/{runs} runs "
+            f"({len(times)} found: {', '.join(f'{x:g} s' for x in sorted(times)) or 'none'}"
+            f"{'; ' + ', '.join(rules) if rules else ''}); {bg_note}")
+        row = _row(f"fuzzer time to find RECLAIM2 mutant {m['mutant']}", m["median"], "s", how, skipped)
+        row.update({k: v for k, v in m.items() if k not in ("median", "background_note")})
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| benchmark | median | unit | how |", "|---|---|---|---|"]
+    for r in rows:
+        value = "skipped" if r["median"] is None else f"{r['median']:g}"
+        out.append(f"| {r['benchmark']} | {value} | {r['unit']} | {r['skipped'] or r['how']} |")
+    return "\n".join(out)
+
+
+def cmd_bench(args, console: Console) -> int:
+    log = lambda msg: console.print(msg, highlight=False, markup=False)  # noqa: E731
+    t0 = time.monotonic()
+    opts = {"mutants": args.mutants, "budget": args.mutant_budget, "runs": args.mutant_runs}
+    if opts["budget"] < 1 or opts["runs"] < 1:
+        raise ToolError("flags --mutant-budget and --mutant-runs: at least 1")
+    rows = run_benchmarks(args.repetitions, log, args.only, opts)
+    doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
+           "cpus": os.cpu_count(), "kernel": platform.release(), "only": sorted(args.only or DEFAULT_SELECTORS),
+           "wall_s": round(time.monotonic() - t0, 1), "rows": rows}
+    out = Path(args.output) if args.output else REPO / "reports" / "bench" / (
+        datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(markdown(rows))
+    log(f"kconform bench: {doc['wall_s']:.0f} s; written to {out}")
+    return 0

@@ -1,0 +1,76 @@
+"""`kconform selftest mutants|cost`: the kill matrices of our own reference
+implementations (selftest/mutants.py says how they are read), and RECLAIM2's SMC
+cost table (selftest/cost.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, ToolError
+from kconform.core.paths import new_report_dir, reports_dir
+from kconform.selftest import cost, reclaim2, write
+from kconform.selftest.mutants import ABIS, MATRIX_FORMAT, exit_code, print_matrix
+
+MATRICES = {"ffa": reclaim2.matrix, "gmem": write.matrix}
+TITLES = {"ffa": "RECLAIM2 kill matrix (EL2 proxy, in-process)",
+          "gmem": "guest_memfd write() kill matrix (inside QEMU)"}
+
+
+def cmd_selftest(args, console: Console) -> int:
+    log = lambda m: console.print(m, markup=False, highlight=False)  # noqa: E731
+    if args.selftest_command == "cost":
+        return _cost(args, console, log)
+    if args.selftest_command != "mutants":
+        raise ToolError(f"unknown selftest {args.selftest_command}")
+    abis = list(ABIS) if args.abi == "all" else [args.abi]
+    if args.only and len(abis) > 1:
+        raise ToolError("flag --only: mutant numbers repeat across ABIs; give --abi ffa or --abi gmem too")
+    out = new_report_dir(Path(args.report_dir) if args.report_dir else reports_dir())
+    t0 = time.monotonic()
+    matrices: dict[str, dict] = {}
+    for abi in abis:
+        matrices[abi] = MATRICES[abi](args, out, log)
+        # written after each ABI, so an interrupted run keeps what it found
+        (out / "kill-matrix.json").write_text(json.dumps(
+            {"format": MATRIX_FORMAT, "abis": matrices}, indent=2) + "\n")
+        if args.format == "table":
+            if all(c["ok"] for c in matrices[abi]["controls"].values()):
+                print_matrix(console, TITLES[abi], matrices[abi])
+            for name, c in matrices[abi]["controls"].items():
+                log(f"kconform selftest {abi}: control {name}: {'ok' if c['ok'] else 'FAILED'}: {c['expect']}"
+                    + ("" if c["ok"] else f" (got {c.get('got', '')})"))
+    code = exit_code(matrices)
+    if args.format == "json":
+        print(json.dumps({"format": MATRIX_FORMAT, "abis": matrices}, indent=2))
+    else:
+        summary = "; ".join(f"{a}: {m['killed']}/{m['total']} killed" for a, m in matrices.items())
+        log(f"kconform selftest: {summary} in {time.monotonic() - t0:.0f} s; "
+            f"matrix in {os.path.relpath(out / 'kill-matrix.json')}")
+        if code == EXIT_TOOL_ERROR:
+            log("kconform selftest: a control failed or a mutant could not be built/run: the matrix is not complete")
+    return code
+
+
+def _cost(args, console: Console, log) -> int:
+    doc = cost.measure(log)
+    out = Path(args.output) if args.output else cost.DEFAULT_OUTPUT
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+        return EXIT_CLEAN
+    t = Table(title="SMC round trips to EL3 per reclaim of N one-host-page ranges", title_justify="left")
+    for col in ("PAGE_SIZE", "ranges", "path", "descs/call", "host calls", "SMCs to EL3",
+                "most 4K pages in one call", "source"):
+        t.add_column(col)
+    for r in doc["rows"]:
+        t.add_row(f"{r['page_size'] // 1024}K", str(r["ranges"]), r["path"], str(r["batch"] or "all"),
+                  str(r["host_calls"]), str(r["smcs"]), str(r["max_pages_per_call"]), r["source"])
+    console.print(t)
+    log(f"kconform selftest cost: {out}")
+    return EXIT_CLEAN

@@ -1,0 +1,1 @@
+"""The ground floor: the error type and exit codes, where things are, Debian packages."""

@@ -1,0 +1,91 @@
+"""The reviewed baseline of known findings.
+
+A finding a user has triaged (a genuine kernel bug they track elsewhere, say)
+is accepted here so that their CI stays green until something new appears.
+The report still lists baselined findings, and an entry that matches nothing
+in a run that could have produced it is reported as no longer occurring.
+
+File format (JSON, ci/known-findings.json by default):
+  {"format": 1,
+   "findings": [
+     {"rule": "GMEM.X.Y",            required, exact rule ID
+      "target": "host",              required
+      "release": "6.18.*",           required, fnmatch pattern on the kernel release
+      "scenario": "gmem/write/*",    optional fnmatch pattern (default "*")
+      "reason": "...",               required, why this is accepted
+      "date": "2026-11-30",          required, YYYY-MM-DD of the review
+      "reviewer": "..."}]}           optional
+"""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch
+import json
+from pathlib import Path
+
+from kconform.core.errors import ToolError
+
+REQUIRED = ("rule", "target", "release", "reason", "date")
+# Findings that are not rule violations: the code under test crashed
+# (CRASH.SANITIZER, CRASH.SIGNAL) or a booted kernel did (QEMU.PANIC, ...).
+CRASH_PREFIXES = ("CRASH.", "QEMU.")
+KNOWN = set(REQUIRED) | {"scenario", "reviewer"}
+
+
+def load(path: Path, known_rules: set[str] | None = None) -> list[dict]:
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != 1:
+        raise ToolError(f"{path}: field 'format': expected 1")
+    entries = doc.get("findings")
+    if not isinstance(entries, list):
+        raise ToolError(f"{path}: field 'findings': expected a list")
+    for i, e in enumerate(entries):
+        where = f"{path}: findings[{i}]"
+        if not isinstance(e, dict):
+            raise ToolError(f"{where}: expected an object")
+        for field in REQUIRED:
+            if not isinstance(e.get(field), str) or not e[field].strip():
+                raise ToolError(f"{where}: field '{field}': required, a non-empty string")
+        for field in e:
+            if field not in KNOWN:
+                raise ToolError(f"{where}: field '{field}': unknown (known: {', '.join(sorted(KNOWN))})")
+        try:
+            datetime.date.fromisoformat(e["date"])
+        except ValueError:
+            raise ToolError(f"{where}: field 'date': '{e['date']}' is not YYYY-MM-DD") from None
+        if (known_rules is not None and e["rule"] not in known_rules
+                and not e["rule"].startswith(CRASH_PREFIXES)):
+            raise ToolError(f"{where}: field 'rule': '{e['rule']}' is not a rule of this kconform")
+    return entries
+
+
+def matches(entry: dict, finding) -> bool:
+    return (entry["rule"] == finding.rule and entry["target"] == finding.target
+            and fnmatch.fnmatchcase(finding.release, entry["release"])
+            and fnmatch.fnmatchcase(finding.scenario, entry.get("scenario", "*")))
+
+
+def apply(entries: list[dict], runs) -> list[dict]:
+    """Marks findings covered by an entry; returns the entries that matched
+    nothing although a run of their target and release took place."""
+    used = [False] * len(entries)
+    for run in runs:
+        for f in run.findings:
+            for i, e in enumerate(entries):
+                if matches(e, f):
+                    f.baselined_by = e
+                    used[i] = True
+                    break
+    stale = []
+    for i, e in enumerate(entries):
+        relevant = any(r.name == e["target"] and fnmatch.fnmatchcase(r.release, e["release"])
+                       for r in runs)
+        if relevant and not used[i]:
+            stale.append(e)
+    return stale

@@ -1,0 +1,120 @@
+"""Configuring and building with CMake: the one helper every build goes through
+(the engine's presets, the EL2 handler of each tree, the fuzz harness of a
+RECLAIM2 mutant).
+
+CMake never calls the driver: before configuring, the kernel tree of the EL2
+target is fetched here (a debian:X.Y spec; debian:7.3 unless the caller names
+another) and checked, and its path is passed as KCONFORM_KERNEL_TREE.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+from kconform.core import deps
+from kconform.core.errors import ToolError
+from kconform.core.paths import REPO, build_dir
+from kconform.sources import tree_fetch, trees
+
+Log = Callable[[str], None]
+TREE_VARIABLE = "KCONFORM_KERNEL_TREE"
+
+
+def cache_value(build: Path, name: str) -> str | None:
+    """A variable of build/CMakeCache.txt (None: not configured, or not set)."""
+    try:
+        text = (build / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.split(":", 1)[0] == name:
+            return value
+    return None
+
+
+def _generated(build: Path) -> bool:
+    return (build / "build.ninja").exists() or (build / "Makefile").exists()
+
+
+def _run(cmd: list[str], what: str) -> None:
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).splitlines()[-40:])
+        raise ToolError(f"{what} failed ({' '.join(cmd)}):\n{tail}")
+
+
+def _checked_tree(tree: str | os.PathLike, required: bool, offline: bool, log: Log) -> Path | None:
+    """The tree to configure with: a spec fetched (only from the cache when offline) or
+    a path, checked. None when there is none and it is not required (the build then has
+    no EL2 handler, as CMake warns)."""
+    text = str(tree)
+    try:
+        if offline and text.startswith("debian:"):
+            path = trees.cached_spec(text)
+            if path is None:
+                return None
+        elif text.startswith("debian:"):
+            path = tree_fetch.fetch(text, progress=log)
+        else:
+            path = Path(text).resolve()
+        return trees.check(path).path
+    except trees.TreeError as e:
+        if required:
+            raise
+        log(f"kconform: no kernel tree for the EL2 target ({str(e).splitlines()[0]}); "
+            f"building without it")
+        return None
+
+
+def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
+                generator: str = "Ninja", definitions: dict[str, str] | None = None,
+                targets: list[str] | None = None,
+                tree: str | os.PathLike | None = trees.DEFAULT_TREE, tree_required: bool = False,
+                reconfigure: bool = True, jobs: int | None = None, what: str | None = None,
+                build_hint: str = "", log: Log = print) -> Path:
+    """Configures build (from source with generator, or from a CMake preset, plus the
+    cache definitions and the checked kernel tree) and builds targets (all if None).
+
+    reconfigure=False configures only a build folder never generated, or one whose
+    kernel tree is unset or gone while a tree is in the cache; otherwise `cmake --build`
+    re-runs the configure step itself when CMake files change.
+    """
+    deps.ensure(["build"], log)
+    what = what or (f"preset {preset}" if preset else str(build))
+    tree_path: Path | None = None
+    configure = reconfigure or not _generated(build)
+    if tree is not None:
+        if configure:
+            tree_path = _checked_tree(tree, tree_required, offline=False, log=log)
+        else:
+            have = cache_value(build, TREE_VARIABLE)
+            if not have or not Path(have).is_dir():
+                tree_path = _checked_tree(tree, tree_required, offline=True, log=log)
+                configure = tree_path is not None
+    if configure:
+        if not reconfigure:
+            rel = build.relative_to(REPO) if build.is_relative_to(REPO) else build
+            log(f"kconform: configuring {what} in {rel}")
+        cmd = (["cmake", "--preset", preset] if preset else
+               ["cmake", "-S", str(source), "-B", str(build), "-G", generator])
+        cmd += [f"-D{k}={v}" for k, v in (definitions or {}).items()]
+        if tree_path is not None:
+            cmd.append(f"-D{TREE_VARIABLE}={tree_path}")
+        _run(cmd, f"configuring {what}")
+    cmd = ["cmake", "--build", str(build)]
+    if targets:
+        cmd += ["--target", *targets]
+    if jobs:
+        cmd += ["--parallel", str(jobs)]
+    _run(cmd, f"building {what}{build_hint}")
+    return build
+
+
+def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print) -> Path:
+    """Builds (incrementally) and returns the build folder of a CMake preset, with the
+    default kernel tree for its EL2 handler."""
+    return cmake_build(build_dir(preset), preset=preset, targets=targets, reconfigure=False, log=log)

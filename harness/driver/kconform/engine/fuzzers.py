@@ -1,0 +1,155 @@
+"""The fuzz harnesses (harness/fuzz) and the two fuzzers that drive them: building
+kconform-fuzz-<target> for libFuzzer or AFL++, running the fuzzer on a corpus
+folder with live statistics, and minimising the corpus afterwards.
+
+A fuzz run's folder (reports/fuzz/<target>/) holds corpus/, seeds/, artifacts/,
+afl/ and the logs; `progress` is any object with a `stats` dict (execs,
+execs_per_sec, coverage, findings) and a `show()` method.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from kconform.core import deps
+from kconform.core.errors import ToolError
+from kconform.core.paths import REPO, build_dir
+from kconform.engine.build import build_preset
+
+FUZZ_DIR = REPO / "harness" / "fuzz"
+ENGINES = ("libfuzzer", "afl")
+
+
+def fuzz_binary(engine: str, label: str) -> Path:
+    return build_dir(f"fuzz-{engine}") / "harness" / "fuzz" / f"kconform-fuzz-{label}"
+
+
+def build_harness(engine: str, label: str, log) -> Path:
+    if engine == "afl":
+        deps.ensure(["fuzz"], log)
+        build_preset("default", targets=["kconform-afl-mutator"], log=log)
+    preset = f"fuzz-{engine}"
+    log(f"kconform fuzz: building kconform-fuzz-{label} ({preset})")
+    build_preset(preset, targets=[f"kconform-fuzz-{label}"], log=log)
+    binary = fuzz_binary(engine, label)
+    if not binary.exists():
+        raise ToolError(f"{binary} was not built (for el2: is a kernel tree available? ./kconform tree fetch debian:7.3)")
+    return binary
+
+
+LIBFUZZER_LINE = re.compile(r"#(\d+):? .*?cov: (\d+) ft: (\d+).*?exec/s:? (\d+)(?:.*?oom/timeout/crash: (\d+)/(\d+)/(\d+))?")
+
+
+def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len: int, env: dict,
+                  progress) -> None:
+    cmd = [str(binary), str(root / "corpus"), str(root / "seeds"),
+           f"-max_total_time={seconds}", f"-artifact_prefix={root / 'artifacts'}/",
+           f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", "-timeout=10",
+           "-rss_limit_mb=4096", "-print_final_stats=1", "-reload=1",
+           f"-fork={jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
+    with open(root / "fuzz.log", "w") as logf:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=root)
+        for line in p.stderr:
+            logf.write(line)
+            m = LIBFUZZER_LINE.search(line)
+            if m:
+                progress.stats.update(execs=int(m.group(1)), coverage=f"{m.group(2)} edges/{m.group(3)} features",
+                                      execs_per_sec=float(m.group(4)))
+                if m.group(7) is not None:
+                    progress.stats["findings"] = int(m.group(5)) + int(m.group(6)) + int(m.group(7))
+                progress.show()
+        p.wait()
+
+
+def afl_stats(out: Path) -> dict:
+    """The summed fuzzer_stats of every AFL++ instance under out."""
+    total = {"execs_done": 0, "execs_per_sec": 0.0, "bitmap_cvg": "0%", "saved_crashes": 0, "saved_hangs": 0}
+    for f in out.glob("*/fuzzer_stats"):
+        kv = dict(line.split(":", 1) for line in f.read_text().splitlines() if ":" in line)
+        kv = {k.strip(): v.strip() for k, v in kv.items()}
+        total["execs_done"] += int(kv.get("execs_done", 0))
+        total["execs_per_sec"] += float(kv.get("execs_per_sec", 0))
+        total["bitmap_cvg"] = kv.get("bitmap_cvg", total["bitmap_cvg"])
+        total["saved_crashes"] += int(kv.get("saved_crashes", kv.get("unique_crashes", 0)))
+        total["saved_hangs"] += int(kv.get("saved_hangs", kv.get("unique_hangs", 0)))
+    return total
+
+
+def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len: int, env: dict,
+            progress) -> None:
+    mutator = build_dir("default") / "harness" / "fuzz" / "libkconform-afl-mutator.so"
+    inp = root / "afl-in"
+    shutil.rmtree(inp, ignore_errors=True)
+    inp.mkdir()
+    for d in (root / "corpus", root / "seeds"):
+        for f in d.iterdir():
+            if f.stat().st_size <= max_len:
+                shutil.copy(f, inp / f.name)
+    env = dict(env, AFL_CUSTOM_MUTATOR_LIBRARY=str(mutator), AFL_CUSTOM_MUTATOR_ONLY="1",
+               KCONFORM_FUZZ_ABI=abi, AFL_NO_UI="1", AFL_SKIP_CPUFREQ="1", AFL_AUTORESUME="1",
+               AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1", AFL_NO_AFFINITY="1", AFL_SKIP_CRASHES="1",
+               AFL_IGNORE_SEED_PROBLEMS="1", AFL_FAST_CAL="1", AFL_CMPLOG_ONLY_NEW="1")
+    out = root / "afl"
+    procs = []
+    for j in range(jobs):
+        role = ["-M", "main"] if j == 0 else ["-S", f"s{j}"]
+        cmd = ["afl-fuzz", "-i", str(inp), "-o", str(out), "-m", "none", "-t", "10000+", "-V", str(seconds),
+               "-x", str(FUZZ_DIR / (abi + ".dict"))] + role + ["--", str(binary)]
+        logf = open(root / f"afl-{j}.log", "w")
+        procs.append((subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=root), logf))
+    try:
+        while any(p.poll() is None for p, _ in procs):
+            time.sleep(1)
+            s = afl_stats(out)
+            progress.stats.update(execs=s["execs_done"], execs_per_sec=s["execs_per_sec"],
+                                  coverage=f"{s['bitmap_cvg']} of the map",
+                                  findings=s["saved_crashes"] + s["saved_hangs"])
+            progress.show()
+    finally:
+        for p, logf in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait()
+            logf.close()
+    bad = [(j, p.returncode) for j, (p, _) in enumerate(procs) if p.returncode not in (0, None)]
+    if bad and not any(out.glob("*/fuzzer_stats")):
+        tail = (root / "afl-0.log").read_text()[-2000:]
+        raise ToolError(f"afl-fuzz failed (exit {bad[0][1]}):\n{tail}")
+    # The queue becomes part of the persistent corpus (merged below).
+    for f in out.glob("*/queue/id:*"):
+        data = f.read_bytes()
+        (root / "corpus" / hashlib.sha1(data).hexdigest()).write_bytes(data)
+
+
+RUNNERS = {"libfuzzer": run_libfuzzer, "afl": run_afl}
+
+
+def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple[int, int]:
+    """Minimises the corpus (libFuzzer -merge=1, or afl-cmin); returns (before, after)."""
+    corpus = root / "corpus"
+    before = sum(1 for _ in corpus.iterdir())
+    new = root / "corpus.merge"
+    shutil.rmtree(new, ignore_errors=True)
+    if engine == "libfuzzer":
+        new.mkdir()
+        cmd = [str(binary), "-merge=1", str(new), str(corpus), f"-artifact_prefix={root / 'artifacts'}/"]
+    else:
+        cmd = ["afl-cmin", "-i", str(corpus), "-o", str(new), "-m", "none", "-t", "10000", "--", str(binary)]
+        env = dict(env, AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+    after = sum(1 for _ in new.iterdir()) if new.exists() else 0
+    if r.returncode != 0 or (before and not after):
+        (root / "merge.log").write_text(r.stdout + r.stderr)
+        shutil.rmtree(new, ignore_errors=True)
+        log(f"kconform fuzz: corpus minimisation failed (exit {r.returncode}, see {root / 'merge.log'}); "
+            "the corpus is kept as it was")
+        return before, before
+    shutil.rmtree(corpus)
+    new.rename(corpus)
+    return before, after

@@ -1,0 +1,140 @@
+"""Reading the verdict stream (JSON lines written by kconform-runner).
+
+Record types, all with a "type" field (format 1):
+  plan     {"scenarios", "ops"}                      what the run will do
+  target   {"target", "release", "profile", "caps"}   who ran it
+  op       {"scenario", "file", "index", "op", "call", "verdict",
+            "rules": [[id, "allowed"|"forbidden"], ...], "expected": [...],
+            "observed", "violated"?: [id, ...], "note"?, "missing"?: [cap, ...]}
+  summary  {"scenarios", "ops", "violations", "seconds"}
+verdict is one of pass, violation, unsupported, unchecked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from typing import Iterable
+
+from kconform.core.errors import ToolError
+
+VERDICTS = ("pass", "violation", "unsupported", "unchecked")
+FORMAT = 1
+
+
+@dataclasses.dataclass
+class Finding:
+    """One violated rule at one op: the evidence a user triages."""
+    rule: str
+    target: str
+    release: str
+    scenario: str
+    file: str
+    index: int
+    op: int
+    call: str
+    expected: list[str]
+    observed: str
+    note: str = ""
+    baselined_by: dict | None = None
+
+    def key(self) -> tuple:
+        return (self.rule, self.target, self.release, self.scenario, self.op)
+
+
+@dataclasses.dataclass
+class RuleTally:
+    allowed: int = 0      # ops on the rule's allowed side that passed
+    forbidden: int = 0    # ops on its forbidden side that passed
+    violations: int = 0
+    unsupported: int = 0
+
+
+@dataclasses.dataclass
+class TargetRun:
+    target: dict
+    plan: dict = dataclasses.field(default_factory=dict)
+    summary: dict = dataclasses.field(default_factory=dict)
+    counts: dict = dataclasses.field(default_factory=lambda: {v: 0 for v in VERDICTS})
+    rules: dict = dataclasses.field(default_factory=lambda: defaultdict(RuleTally))
+    findings: list = dataclasses.field(default_factory=list)
+    scenarios: set = dataclasses.field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.target.get("target", "?")
+
+    @property
+    def release(self) -> str:
+        return self.target.get("release", "?")
+
+
+def parse_line(line: str, where: str) -> dict:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{where}: not a JSON verdict record: {e}") from None
+    if not isinstance(rec, dict) or "type" not in rec:
+        raise ToolError(f"{where}: field 'type' missing")
+    return rec
+
+
+class Collector:
+    """Folds records, one at a time, into a TargetRun."""
+
+    def __init__(self, release: str | None = None) -> None:
+        self.run: TargetRun | None = None
+        self._plan: dict = {}
+        self._release = release  # names the build (tree, patch, page size) instead of the runner's
+
+    def add(self, rec: dict, where: str) -> None:
+        kind = rec["type"]
+        if kind == "plan":
+            if rec.get("format") != FORMAT:
+                raise ToolError(f"{where}: field 'format': {rec.get('format')} is not {FORMAT}")
+            self._plan = rec
+            return
+        if kind == "target":
+            if self._release:
+                rec = dict(rec, release=self._release, runner_release=rec.get("release"))
+            self.run = TargetRun(target=rec, plan=self._plan)
+            return
+        if self.run is None:
+            raise ToolError(f"{where}: '{kind}' record before the 'target' record")
+        if kind == "summary":
+            self.run.summary = rec
+            return
+        if kind != "op":
+            raise ToolError(f"{where}: field 'type': unknown record type '{kind}'")
+        verdict = rec.get("verdict")
+        if verdict not in VERDICTS:
+            raise ToolError(f"{where}: field 'verdict': unknown verdict '{verdict}'")
+        run = self.run
+        run.counts[verdict] += 1
+        run.scenarios.add((rec["file"], rec["index"]))
+        if verdict == "pass":
+            for rule, side in rec.get("rules", []):
+                t = run.rules[rule]
+                if side == "forbidden":
+                    t.forbidden += 1
+                else:
+                    t.allowed += 1
+        elif verdict == "violation":
+            for rule in rec.get("violated", []):
+                run.rules[rule].violations += 1
+                run.findings.append(Finding(
+                    rule=rule, target=run.name, release=run.release,
+                    scenario=rec["scenario"], file=rec["file"], index=rec["index"],
+                    op=rec["op"], call=rec["call"], expected=rec.get("expected", []),
+                    observed=rec.get("observed", ""), note=rec.get("note", "")))
+
+
+def read_stream(lines: Iterable[str], where: str) -> TargetRun:
+    c = Collector()
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            c.add(parse_line(line, f"{where}:{n}"), f"{where}:{n}")
+    if c.run is None:
+        raise ToolError(f"{where}: no 'target' record")
+    return c.run

@@ -1,0 +1,79 @@
+"""What every kill matrix shares: the mutant patches of a folder, a mutant's result,
+the matrix table and the exit status.
+
+Each of our own reference implementations has single-fault mutants beside it:
+  ffa   targets/el2/reclaim2/mutants  RECLAIM2 in pKVM's EL2 proxy, run in-process
+        (reclaim2.py)
+  gmem  targets/qemu/write/mutants    guest_memfd write(), built into a kernel and
+        run inside QEMU (write.py)
+Controls come first in each (the stock code and the reference implementation must
+behave as expected, else the matrix means nothing: exit 2). A mutant is killed by
+any violation or crash finding. Exit 0 when every mutant is killed and the controls
+hold, 1 when one survives (a hole in the suite: add a scenario or a rule, never drop
+the mutant), 2 when kconform could not run. The matrices go to
+reports/out/<time>/kill-matrix.json: {"format": 2, "abis": {"ffa": {...}, "gmem": {...}}}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, EXIT_VIOLATIONS, ToolError
+
+ABIS = ("ffa", "gmem")
+MATRIX_FORMAT = 2
+
+
+@dataclass
+class MutantResult:
+    mutant: str
+    status: str = "survived"        # killed | survived | error
+    kind: str = ""                  # violation | FATAL | CRASH | QEMU
+    rules: list[str] = field(default_factory=list)
+    first: str = ""
+    time_to_kill: float | None = None   # seconds of suite run until the first kill was seen
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+    error: str = ""
+    runs: list[dict] = field(default_factory=list)
+
+
+def mutant_patches(folder: Path, only: list[str] | None, flag: str = "--only") -> list[Path]:
+    """NN-name.patch files of folder, or those `only` names (numbers or names; flag names
+    the option they came from in the error)."""
+    found = sorted(folder.glob("[0-9][0-9]-*.patch"))
+    if not found:
+        raise ToolError(f"{folder}: no mutants (NN-name.patch)")
+    if only:
+        want = set(only)
+        found = [p for p in found if p.name[:2] in want or p.stem in want]
+        missing = want - {p.name[:2] for p in found} - {p.stem for p in found}
+        if missing:
+            raise ToolError(f"flag {flag}: no mutant {', '.join(sorted(missing))} in {folder}")
+    return found
+
+
+def print_matrix(console: Console, title: str, matrix: dict) -> None:
+    results = matrix["mutants"]
+    t = Table(title=f"{title}: {matrix['killed']}/{matrix['total']} killed", title_justify="left")
+    for col in ("mutant", "status", "kind", "rule(s)", "first kill", "time to kill (s)", "build (s)"):
+        t.add_column(col, overflow="fold")
+    for m in results:
+        rules = m["rules"]
+        t.add_row(m["mutant"], m["status"].upper() if m["status"] != "killed" else "killed", m["kind"],
+                  ", ".join(rules[:4]) + (" …" if len(rules) > 4 else "") or m["error"],
+                  m["first"], "" if m["time_to_kill"] is None else f"{m['time_to_kill']:.2f}",
+                  f"{m['build_seconds']:.0f}")
+    console.print(t)
+
+
+def exit_code(matrices: dict) -> int:
+    if any(not c["ok"] for m in matrices.values() for c in m["controls"].values()):
+        return EXIT_TOOL_ERROR
+    if any(x["status"] == "error" for m in matrices.values() for x in m["mutants"]):
+        return EXIT_TOOL_ERROR
+    return EXIT_CLEAN if all(m["killed"] == m["total"] for m in matrices.values()) else EXIT_VIOLATIONS
