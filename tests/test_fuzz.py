@@ -50,7 +50,7 @@ def _binary():
 
 
 def _bind_past_2_63_binary(tmp_path) -> Path:
-    """BIND_PAST_2_63 in the binary scenario form the fuzz harness reads."""
+    """BIND_PAST_2_63 in the binary scenario form the fuzz runner reads."""
     from kconform.core.paths import runner_binary
     src = tmp_path / "case.kcs"
     src.write_text(BIND_PAST_2_63)

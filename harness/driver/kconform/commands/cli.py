@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table")
 
     p = sub.add_parser("fuzz", help="coverage-guided, structure-aware fuzzing with libFuzzer or AFL++",
-                       description="Build the fuzz harness (harness/fuzz) for the engine, seed it with the "
+                       description="Build the fuzz runner (harness/fuzz) for the engine, seed it with the "
                                    "directed suite and the Z3 cases, and fuzz the target with the oracle as "
                                    "the crash condition. Resumes from reports/fuzz/<target>/corpus, merges and "
                                    "minimises it at the end, and stores every distinct finding with its "

@@ -1,5 +1,5 @@
 """Configuring and building with CMake: the one helper every build goes through
-(the engine's presets, the EL2 handler of each tree, the fuzz harness of a
+(the engine's presets, the EL2 handler of each tree, the fuzz runner of a
 RECLAIM2 mutant).
 
 CMake never calls the driver: before configuring, the kernel tree of the EL2

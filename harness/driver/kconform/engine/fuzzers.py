@@ -1,4 +1,4 @@
-"""The fuzz harnesses (harness/fuzz) and the two fuzzers that drive them: building
+"""The fuzz runners (harness/fuzz) and the two fuzzers that drive them: building
 kconform-fuzz-<target> for libFuzzer or AFL++, running the fuzzer on a corpus
 folder with live statistics, and minimising the corpus afterwards.
 

@@ -50,7 +50,7 @@ def _build_fuzz_el2(tree: Path, log) -> Path:
                     "CMAKE_C_FLAGS": "-fsanitize=fuzzer-no-link", "CMAKE_CXX_FLAGS": "-fsanitize=fuzzer-no-link",
                     "KCONFORM_PAGE_SIZE": "4096", "KCONFORM_EL2_REQUIRED": "ON"},
                 targets=[TTF_BINARY], tree=tree, tree_required=True,
-                what=f"the el2 fuzz harness for {tree}", log=log)
+                what=f"the el2 fuzz runner for {tree}", log=log)
     return TTF_BUILD / "harness" / "fuzz" / TTF_BINARY
 
 
