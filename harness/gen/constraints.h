@@ -5,7 +5,7 @@
 // context every case keeps, and how a solution becomes a scenario.
 //
 // The conditions restate the models' rules (models/gmem/SPEC.md + rules.def,
-// models/ffa/SPEC.md + reclaim2_profile.h) as constraints; the models stay
+// models/ffa/SPEC.md + reclaim2_abi.h) as constraints; the models stay
 // the oracle. A case generated here is only a well-aimed input.
 #pragma once
 

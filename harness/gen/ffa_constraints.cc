@@ -1,5 +1,5 @@
 // FF-A validity conditions as constraints: FFA_MEM_RECLAIM2's arguments and
-// the constituent descriptors it reads from TX (models/ffa/reclaim2_profile.h,
+// the constituent descriptors it reads from TX (models/ffa/reclaim2_abi.h,
 // SPEC.md R2:PROFILE), and the FFA_MEM_SHARE/LEND memory region descriptor
 // (offsets of the endpoint array and the composite, counts, fragment length
 // against total length; SPEC.md DESC:*, MEM:ARGS). One set per host
@@ -11,7 +11,7 @@
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/ffa_spec.h"
 #include "models/ffa/proxy.h"
-#include "models/ffa/reclaim2_profile.h"
+#include "models/ffa/reclaim2_abi.h"
 
 namespace kconform::gen {
 namespace {

@@ -4,6 +4,19 @@
 
 namespace kconform::ffa {
 
+namespace {
+// Table 10.15: permissions bits [7:4] MBZ; instruction access 2 (X) and 3
+// (reserved) are not allowed on transmission.
+constexpr uint8_t kPermReservedMask = 0xf0;
+constexpr uint8_t kPermInstrFirstRefused = 2;
+// Table 10.16: endpoint flags, bit 0 (non-retrieval borrower) only.
+constexpr uint8_t kEmadFlagsReservedMask = 0xfe;
+// Table 10.18: attributes bits [5:0] on transmission (bit 6, NS, is the
+// Relayer's); type 3 is reserved.
+constexpr uint16_t kAttrTransmitMask = 0x3f;
+constexpr uint16_t kAttrTypeReserved = 3u << 4;
+}  // namespace
+
 // --- Field access ------------------------------------------------------------
 
 namespace {
@@ -200,6 +213,15 @@ bool read_constituent(std::span<const uint8_t> buf, uint64_t off, Constituent* c
          get_u32(buf, off + 12, &c->reserved);
 }
 
+DescError constituent_error(const Constituent& c) {
+  if (c.reserved != 0) return DescError::kConstituentReserved;
+  if (c.pages == 0) return DescError::kPageCount;
+  if (c.address % kFfaPage != 0) return DescError::kAddrAlign;
+  const uint64_t bytes = static_cast<uint64_t>(c.pages) * kFfaPage;
+  if (c.address > ~0ull - bytes) return DescError::kAddrOverflow;  // end must be representable
+  return DescError::kOk;
+}
+
 DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
                           bool (*known)(uint16_t, const void*), const void* ctx) {
   // The sender is the caller.
@@ -216,15 +238,15 @@ DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
     const uint8_t data = p & kPermDataMask, instr = (p & kPermInstrMask) >> 2;
     // Data access RO or RW; instruction access not X (nor reserved) on transmission; bits [7:4] MBZ.
     if (data != kPermDataRo && data != kPermDataRw) return DescError::kPerms;
-    if (instr >= 2 || (p & 0xf0) != 0) return DescError::kPerms;
+    if (instr >= kPermInstrFirstRefused || (p & kPermReservedMask) != 0) return DescError::kPerms;
     // A donate gives RW (ours: Table 10.15 note), nothing to check further.
     // Endpoint flags: only bit 0 (non-retrieval borrower) is defined.
-    if ((r.receivers[i].flags & 0xfe) != 0) return DescError::kEmadFlags;
+    if ((r.receivers[i].flags & kEmadFlagsReservedMask) != 0) return DescError::kEmadFlags;
   }
   // Attributes: bits above [5:0] MBZ on transmission (v1.1 bit 6 NS is set only by the Relayer).
   const uint16_t a = r.attributes;
   const uint16_t type = a & kAttrTypeMask, cache = a & kAttrCacheMask, sh = a & kAttrShareMask;
-  if ((a & ~0x3fu) != 0 || type == (3u << 4)) return DescError::kAttrs;
+  if ((a & ~kAttrTransmitMask) != 0 || type == kAttrTypeReserved) return DescError::kAttrs;
   if (type == kAttrTypeDevice) return DescError::kAttrs;  // ours: no device memory from the host
   if (type == kAttrTypeNotSpecified) {
     // Only the lender (or donor) may leave the type to the borrower; other bits then MBZ.
@@ -247,11 +269,7 @@ DescError check_ranges(std::span<const uint8_t> buf, const MemRegion& r, uint32_
     Constituent c;
     if (!read_constituent(buf, r.ranges_off + static_cast<uint64_t>(i) * kConstituentSize, &c))
       return DescError::kRangeCount;
-    if (c.reserved != 0) return DescError::kConstituentReserved;
-    if (c.pages == 0) return DescError::kPageCount;
-    if (c.address % kFfaPage != 0) return DescError::kAddrAlign;
-    const uint64_t bytes = static_cast<uint64_t>(c.pages) * kFfaPage;
-    if (c.address > ~0ull - bytes) return DescError::kAddrOverflow;  // end must be representable
+    if (const DescError e = constituent_error(c); e != DescError::kOk) return e;
     sum += c.pages;
     out[i] = c;
   }

@@ -108,6 +108,11 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
 // ranges_off within buf (a whole, reassembled descriptor).
 bool read_constituent(std::span<const uint8_t> buf, uint64_t off, Constituent* out);
 
+// The first fault of one constituent on its own (reserved MBZ, zero pages,
+// 4K alignment, an end past 2^64; SPEC.md DESC:MBZ, PAGES, ALIGN, OVERFLOW),
+// kOk if none. Every check of a constituent list starts here.
+DescError constituent_error(const Constituent& c);
+
 // Checks of the region's fields against the transaction: caller, receivers,
 // permissions, attributes and flags. known(id) says whether id is a receiver
 // the Relayer knows.

@@ -4,10 +4,14 @@
 namespace kconform::ffa {
 
 uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc) {
+  return state_digest(host_views, spmc, {});
+}
+
+uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc, TableOverlay o) {
   Fnv1a h;
   h.u32(static_cast<uint32_t>(host_views.size()));
   for (uint8_t v : host_views) h.u8(v);
-  spmc.digest(h);
+  spmc.digest(h, o);
   return h.h;
 }
 

@@ -30,5 +30,7 @@ namespace kconform::ffa {
 enum class PageView : uint8_t { kOwned = 0, kSharedFfa = 1, kSharedHyp = 2, kOther = 3 };
 
 uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc);
+// The same with one transaction slot replaced (a decided, not yet applied SMC).
+uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc, TableOverlay o);
 
 }  // namespace kconform::ffa

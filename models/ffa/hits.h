@@ -34,6 +34,9 @@ class Hits {
       }
     if (n_ < kMax) hits_[n_++] = {r, forbidden};
   }
+  // While quiet, notes are dropped (the rules are still recorded): the note
+  // explains the first variant of a call only.
+  void set_quiet(bool quiet) { quiet_ = quiet; }
   void note(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
     va_list ap;
     va_start(ap, fmt);
@@ -47,11 +50,12 @@ class Hits {
     n_ = 0;
     note_[0] = 0;
     len_ = 0;
+    quiet_ = false;
   }
 
  private:
   void append(const char* fmt, va_list ap) {
-    if (len_ >= sizeof(note_) - 4) return;
+    if (quiet_ || len_ >= sizeof(note_) - 4) return;
     if (len_) {
       note_[len_++] = ';';
       note_[len_++] = ' ';
@@ -64,6 +68,7 @@ class Hits {
   uint32_t n_ = 0;
   char note_[512] = {0};
   uint32_t len_ = 0;
+  bool quiet_ = false;
 };
 
 // FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3),

@@ -1,25 +1,24 @@
-// The FF-A model: turns scenario ops into host calls or harness actions, asks
-// the proxy model for every allowed outcome (one world copy per variant), and
-// applies the variant the target's outcome matches (SPEC.md HARNESS:*).
+// The FF-A model: turns scenario ops into host calls or scenario actions,
+// asks the proxy model once per call for every allowed outcome (a Plan, on the
+// const world), and on commit applies the effect of the outcome the target
+// produced (SPEC.md HARNESS:*).
 #include "models/ffa/model.h"
 
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/desc.h"
-#include "models/ffa/harness_ops.h"
+#include "models/ffa/plan.h"
+#include "models/ffa/scenario_ops.h"
 
 namespace kconform::ffa {
 namespace {
 
-struct Choice {
-  uint32_t variant = 0;
-  bool unchanged = true;
-};
-
 class FfaModel final : public Model {
  public:
-  explicit FfaModel(const ProxyProfile& p) : profile_(p), world_(std::make_unique<World>()) {}
+  explicit FfaModel(const ProxyProfile& p)
+      : profile_(p), world_(std::make_unique<World>()), plan_(std::make_unique<Plan>()),
+        sp_answer_(std::make_unique<SpmcAnswer>()) {}
 
   void begin(const Scenario&) override {
     mem_.assign(profile_.ram_bytes(), 0);
@@ -28,46 +27,50 @@ class FfaModel final : public Model {
     last_desc_len_ = 0;
     tx_window_ = 0;
     tx_known_ = false;
+    planned_ = {};
   }
 
   void expect(const Scenario& s, size_t i, Expectation& out) override {
     out.clear();
-    choices_.clear();
+    allowed_.clear();
+    effects_.clear();
+    planned_ = {&s, i};
     const Op& op = s.ops[i];
     const uint64_t pre = world_->digest();
     switch (op.code) {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents: {
-        std::vector<uint8_t> copy = mem_;
-        const uint64_t n = tx_op(s, op, copy, nullptr);
-        Allowed a = Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(n));
+        // HARNESS:TX: the bytes written, no FF-A state change.
+        Allowed a = Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(tx_length(s, op)));
         a.check_state = true;
         a.state = pre;
-        push(out, a, {});
+        push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessTxWrite, false});
         return;
       }
       case kOpEl3Misbehave: {
+        // HARNESS:EL3: arms a fault, changes nothing the digest sees.
         Allowed a = Allowed::ok(kFfaHarnessEl3Knob, 0);
         a.check_state = true;
         a.state = pre;
-        push(out, a, {});
+        push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessEl3Knob, false});
         return;
       }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
-        Sandbox sb(*this);
-        uint64_t r[kNumRegs];
-        sp_op(*sb.w, op, r);
-        Allowed a = Allowed::ok(kFfaHarnessSpOp, is_success(r) ? 0 : error_code(r));
-        a.regs_mask = 0b101;
-        a.regs[0] = r[0];
-        a.regs[2] = r[2];
+        // HARNESS:SP: the SPMC's answer to the borrower, and its state after.
+        SpmcAnswer& ans = *sp_answer_;
+        world_->spmc.answer_sp(op.code == kOpSpRetrieve, handle(op.args[0]), static_cast<uint16_t>(op.args[1]), ans);
+        Allowed a = Allowed::ok(kFfaHarnessSpOp, is_success(ans.out) ? 0 : error_code(ans.out));
+        a.regs_mask = kX0 | kX2;
+        a.regs[0] = ans.out[0];
+        a.regs[2] = ans.out[2];
         a.check_state = true;
-        a.state = sb.w->digest();
-        push(out, a, {0, false});
+        a.state = state_digest(std::span<const uint8_t>(world_->proxy.view, profile_.host_pages), world_->spmc,
+                               {ans.slot, &ans.tx});
+        push(out, a, 0);
         out.hits.push_back({kFfaHarnessSpOp, false});
         out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
         return;
@@ -81,36 +84,32 @@ class FfaModel final : public Model {
     }
     if (op.code == kOpMemFragTx || op.code == kOpMemReclaim || op.code == kOpMemReclaim2)
       out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
-    uint64_t in[8];
+    uint64_t in[kCallRegs];
     host_regs(op, in);
-    uint32_t n = 1;
-    for (uint32_t v = 0; v < n; ++v) {
-      Sandbox sb(*this);
-      auto step = std::make_unique<Step>();
-      proxy_call(*sb.w, in, v, step.get());
-      if (v == 0) n = step->n_variants;
-      const uint64_t post = sb.w->digest();
-      for (uint32_t k = 0; k < step->n_alts; ++k) {
-        const Alt& alt = step->alts[k];
-        Allowed a = Allowed::ok(alt.rule, 0);
-        a.regs_mask = alt.mask;
-        for (int r = 0; r < 8; ++r) a.regs[r] = alt.regs[r];
-        a.check_state = true;
-        a.state = alt.unchanged ? pre : post;
-        push(out, a, {v, alt.unchanged});
-      }
-      for (uint32_t k = 0; k < step->hits.size(); ++k) {
-        const Hit& h = step->hits[k];
-        bool seen = false;
-        for (RuleHit& rh : out.hits)
-          if (rh.rule == h.rule) {
-            rh.forbidden |= h.forbidden;
-            seen = true;
-          }
-        if (!seen) out.hits.push_back({h.rule, h.forbidden});
-      }
-      if (v == 0 && step->hits.text()[0]) out.note = step->hits.text();
+    const Plan& plan = *plan_;
+    expect_call(*world_, in, *plan_);
+    uint64_t post[kMaxVariants] = {};
+    for (uint32_t v = 0; v < plan.n_effects(); ++v) post[v] = digest_after(*world_, plan, v);
+    for (uint32_t k = 0; k < plan.n_alts(); ++k) {
+      const Alt& alt = plan.alt(k);
+      Allowed a = Allowed::ok(alt.rule, 0);
+      a.regs_mask = alt.mask;
+      for (uint32_t r = 0; r < kCallRegs; ++r) a.regs[r] = alt.regs[r];
+      a.check_state = true;
+      a.state = alt.effect == kUnchanged ? pre : post[alt.effect];
+      push(out, a, alt.effect);
     }
+    for (uint32_t k = 0; k < plan.hits.size(); ++k) {
+      const Hit& h = plan.hits[k];
+      bool seen = false;
+      for (RuleHit& rh : out.hits)
+        if (rh.rule == h.rule) {
+          rh.forbidden |= h.forbidden;
+          seen = true;
+        }
+      if (!seen) out.hits.push_back({h.rule, h.forbidden});
+    }
+    if (plan.hits.text()[0]) out.note = plan.hits.text();
   }
 
   void commit(const Scenario& s, size_t i, const Outcome& observed) override {
@@ -119,7 +118,7 @@ class FfaModel final : public Model {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents:
-        tx_op(s, op, mem_, &last_desc_len_);
+        tx_write(s, op);
         return;
       case kOpEl3Misbehave:
         world_->spmc.arm(static_cast<Fault>(op.args[0]), op.args[1]);
@@ -127,86 +126,85 @@ class FfaModel final : public Model {
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         uint64_t r[kNumRegs];
-        sp_op(*world_, op, r);
+        const uint16_t sp = static_cast<uint16_t>(op.args[1]);
+        if (op.code == kOpSpRetrieve)
+          world_->spmc.sp_retrieve(handle(op.args[0]), sp, r);
+        else
+          world_->spmc.sp_relinquish(handle(op.args[0]), sp, r);
         return;
       }
       default:
         break;
     }
     if (op.code >= kOpCount) return;
-    if (op.code == kOpRxtxMap) {
+    if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
       tx_window_ = op.args[0];
       tx_known_ = true;
     }
-    uint64_t in[8];
-    host_regs(op, in);
-    // Apply the first allowed outcome the target's matches.
-    const Choice* c = nullptr;
-    Expectation e;
-    expect(s, i, e);
-    for (size_t k = 0; k < e.allowed.size(); ++k)
-      if (e.allowed[k].admits(observed)) {
-        c = &choices_[k];
+    // The plan of this op (expect() made it; a caller that skipped expect()
+    // gets it made now), and the first allowed outcome the target's matches.
+    if (planned_.s != &s || planned_.i != i) {
+      Expectation e;
+      expect(s, i, e);
+    }
+    for (size_t k = 0; k < allowed_.size(); ++k)
+      if (allowed_[k].admits(observed)) {
+        if (effects_[k] != kUnchanged) apply_effect(*world_, *plan_, static_cast<uint32_t>(effects_[k]));
         break;
       }
-    if (c && !c->unchanged) {
-      auto step = std::make_unique<Step>();
-      proxy_call(*world_, in, c->variant, step.get());
-    }
+    planned_ = {};
     if (is_producer(op.code)) handles_.push_back(produced_handle(observed.regs.data()));
   }
 
  private:
-  // A copy of the world and its memory that expect() may change freely.
-  struct Sandbox {
-    std::vector<uint8_t> mem;
-    std::unique_ptr<World> w;
-    explicit Sandbox(const FfaModel& m) : mem(m.mem_), w(std::make_unique<World>(*m.world_)) {
-      w->rebind(mem);
-    }
-  };
-
-  void push(Expectation& out, const Allowed& a, Choice c) {
+  // Lists a, unless an equal outcome is listed already; effect: which of the
+  // plan's effects taking it applies.
+  void push(Expectation& out, const Allowed& a, int8_t effect) {
     for (const Allowed& b : out.allowed)
-      if (b.kind == a.kind && b.lo == a.lo && b.hi == a.hi && b.regs_mask == a.regs_mask &&
-          b.regs == a.regs && b.state == a.state && b.rule == a.rule)
+      if (b.kind == a.kind && b.lo == a.lo && b.hi == a.hi && b.regs_mask == a.regs_mask && b.regs == a.regs &&
+          b.state == a.state && b.rule == a.rule)
         return;
     out.allowed.push_back(a);
-    choices_.push_back(c);
+    allowed_.push_back(a);
+    effects_.push_back(effect);
   }
 
   uint64_t handle(uint64_t slot) const { return slot_handle(handles_, slot); }
 
-  void host_regs(const Op& op, uint64_t in[8]) const { ffa::host_regs(op, handles_, last_desc_len_, in); }
+  void host_regs(const Op& op, uint64_t in[kCallRegs]) const { ffa::host_regs(op, handles_, last_desc_len_, in); }
 
-  // Writes a tx_* op's bytes into the host TX window of mem; returns how many
-  // (HARNESS:TX, harness_ops.h).
-  uint64_t tx_op(const Scenario& s, const Op& op, std::vector<uint8_t>& mem, uint64_t* desc_len) const {
+  // HARNESS:TX: how many bytes a tx_* op writes into the host TX window.
+  uint64_t tx_length(const Scenario& s, const Op& op) const {
     const TxWrite w = tx_bytes(s, op);
-    if (w.is_desc && desc_len) *desc_len = w.desc_len;
-    const uint64_t len = tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
-    if (len == 0) return 0;  // nothing lands: do not form a pointer out of bounds
-    uint8_t* dst = mem.data() + (tx_window_ - profile_.phys_base) + w.offset;
-    for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
-    return len;
+    return tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
   }
 
-  void sp_op(World& w, const Op& op, uint64_t r[kNumRegs]) const {
-    const uint64_t h = handle(op.args[0]);
-    if (op.code == kOpSpRetrieve)
-      w.spmc.sp_retrieve(h, static_cast<uint16_t>(op.args[1]), r);
-    else
-      w.spmc.sp_relinquish(h, static_cast<uint16_t>(op.args[1]), r);
+  // Writes them (and remembers a descriptor's length for mem_share's "auto").
+  void tx_write(const Scenario& s, const Op& op) {
+    const TxWrite w = tx_bytes(s, op);
+    if (w.is_desc) last_desc_len_ = w.desc_len;
+    const uint64_t len = tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
+    if (len == 0) return;  // nothing lands: do not form a pointer out of bounds
+    uint8_t* dst = mem_.data() + (tx_window_ - profile_.phys_base) + w.offset;
+    for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
   }
 
   ProxyProfile profile_;
   std::vector<uint8_t> mem_;
   std::unique_ptr<World> world_;
+  std::unique_ptr<Plan> plan_;
+  std::unique_ptr<SpmcAnswer> sp_answer_;
   std::vector<uint64_t> handles_;
   uint64_t last_desc_len_ = 0;
   uint64_t tx_window_ = 0;
   bool tx_known_ = false;
-  std::vector<Choice> choices_;
+  // The op expect() last planned, its allowed outcomes and their effects.
+  struct Planned {
+    const Scenario* s = nullptr;
+    size_t i = 0;
+  } planned_;
+  std::vector<Allowed> allowed_;
+  std::vector<int8_t> effects_;
 };
 
 }  // namespace

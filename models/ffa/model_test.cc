@@ -1,10 +1,15 @@
-// Unit tests of the FF-A model (proxy + SPMC behind models/model.h): for every
-// rule a scenario whose last op must be judged, and a wrong answer the oracle
-// must reject (tests as data); then behaviour tests: shares and reclaims,
-// fragments, RECLAIM2 sequences against one FFA_MEM_RECLAIM, host PAGE_SIZE
-// 16K, and that expect() leaves the model state alone.
+// Unit tests of the FF-A model (proxy + SPMC behind models/model.h): every
+// rule cites a SPEC.md clause; for every rule a scenario whose last op must be
+// judged, and a wrong answer the oracle must reject (tests as data); then
+// behaviour tests: shares and reclaims, fragments, RECLAIM2 sequences against
+// one FFA_MEM_RECLAIM, host PAGE_SIZE 16K, that expect() leaves the model
+// state alone and that commit() reaches the state expect() predicted.
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,8 +17,8 @@
 
 #include "harness/scenario/codec.h"
 #include "models/common/rules.h"
-#include "models/ffa/harness_ops.h"
 #include "models/ffa/model.h"
+#include "models/ffa/scenario_ops.h"
 #include "oracles/oracle.h"
 
 namespace kconform::ffa {
@@ -115,6 +120,40 @@ bool hit(const Expectation& e, RuleId r) {
   for (const Allowed& a : e.allowed)
     if (a.rule == r) return true;
   return false;
+}
+
+// --- rules.def -----------------------------------------------------------------------
+
+std::string source_dir() { return std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')); }
+
+// The twin of GmemRules.IdsAreUniqueAndCiteSpecLabels: every FF-A rule has a
+// unique upper-case FFA.* ID and cites clause labels (AREA:NAME) of SPEC.md.
+TEST(FfaRules, IdsAreUniqueAndCiteSpecLabels) {
+  std::ifstream in(source_dir() + "/SPEC.md");
+  std::stringstream spec;
+  spec << in.rdbuf();
+  ASSERT_FALSE(spec.str().empty());
+  std::set<std::string> ids;
+  auto rules = all_rules();
+  EXPECT_STREQ(rules[kFfaRulesBegin + 1].id, "FFA.HARNESS.SLOTS");
+  for (size_t i = kFfaRulesBegin + 1; i < kFfaRulesEnd; ++i) {
+    std::string id = rules[i].id, cite = rules[i].citation;
+    EXPECT_STREQ(rules[i].abi, "ffa") << id;
+    EXPECT_TRUE(ids.insert(id).second) << id;
+    EXPECT_EQ(id.rfind("FFA.", 0), 0u) << id;
+    EXPECT_EQ(id, [&] { std::string u = id; for (char& c : u) c = static_cast<char>(toupper(c)); return u; }()) << id;
+    ASSERT_EQ(cite.rfind("SPEC.md ", 0), 0u) << id;
+    // Every LABEL (AREA:NAME) cited must be a clause of SPEC.md.
+    std::string labels = cite.substr(8, cite.find(" (") == std::string::npos ? std::string::npos
+                                                                              : cite.find(" (") - 8);
+    std::stringstream ls(labels);
+    std::string label;
+    while (std::getline(ls, label, ',')) {
+      label.erase(0, label.find_first_not_of(' '));
+      EXPECT_NE(spec.str().find("**" + label + "**"), std::string::npos) << id << " cites " << label;
+    }
+  }
+  EXPECT_EQ(kFfaRulesEnd - kFfaRulesBegin - 1, 85u);  // rules are never deleted
 }
 
 // --- Every rule: a scenario and a wrong answer the oracle rejects ------------------
@@ -441,8 +480,8 @@ TEST(FfaModel, AllowedOutcomesPrintRegistersAndState) {
   EXPECT_EQ(to_string(Outcome::ok(3)), "ok 3");  // gmem outcomes unchanged
 }
 
-// harness_ops.h: one op -> one register set, for the model and the EL2 target.
-TEST(FfaHarnessOps, HostRegsAndTxBytes) {
+// scenario_ops.h: one op -> one register set, for the model and the EL2 target.
+TEST(FfaScenarioOps, HostRegsAndTxBytes) {
   std::vector<Scenario> v;
   std::string err;
   ASSERT_TRUE(parse_text("kconform-scenario 1\nabi ffa\nname t\n"
@@ -556,6 +595,97 @@ TEST(FfaModel, ScenarioTextRoundTrips) {
   Scenario d;
   ASSERT_TRUE(decode_binary(encode_binary(v[0]), &d, &err)) << err;
   EXPECT_EQ(d, v[0]);
+}
+
+// PKVM:SHARE: a share while the host owns its RX buffer is a plain share; no
+// clause lets the proxy answer BUSY (only a reclaim, whose retrieve request
+// uses the proxy's RX, may: PKVM:RECLAIM). A proxy that says BUSY is wrong.
+TEST(FfaModel, ShareWhileTheHostOwnsRxMayNotBeBusy) {
+  for (uint64_t page : {4096ull, 16384ull}) {
+    SCOPED_TRACE(page);
+    const ProxyProfile p = profile(page, false);
+    Play run(p, scenario(p, kFull, "partition_info_get\n" + share(0x80010000, page / 4096)));
+    ASSERT_TRUE(run.ok()) << run.error;
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation e = run.expect_last();
+    Outcome busy = Outcome::ok(0);
+    busy.regs[0] = kFnError;
+    busy.regs[2] = static_cast<uint32_t>(kBusy);
+    busy.state = run.last_state;  // nothing changed
+    for (const Allowed& a : e.allowed) EXPECT_FALSE(a.admits(busy)) << to_string(a);
+    const Verdict v = judge(e, busy);
+    EXPECT_EQ(v.kind, VerdictKind::kViolation);
+    // The share itself is allowed to succeed.
+    bool ok = false;
+    for (const Allowed& a : e.allowed) ok |= a.regs[0] == kFnSuccess32 && a.rule == *rule_by_id("FFA.PROXY.SHARE_OK");
+    EXPECT_TRUE(ok);
+    // A reclaim in the same situation may be BUSY.
+    Play reclaim(p, scenario(p, kFull, share(0x80010000, page / 4096) + "partition_info_get\nmem_reclaim handle=0"));
+    ASSERT_TRUE(reclaim.play(reclaim.s.ops.size() - 1)) << reclaim.error;
+    busy.state = reclaim.last_state;
+    EXPECT_EQ(judge(reclaim.expect_last(), busy).kind, VerdictKind::kPass);
+  }
+}
+
+// One way: commit() applies the effect of the outcome it is given, and that
+// is exactly the state expect() predicted for it. Every scenario of the FF-A
+// corpora at 4K and 16K with RECLAIM2, twice: every op taking its first
+// allowed outcome, then its second (where it has one). A tx_write beyond the
+// mailbox (it writes nothing) after each op shows the model's state.
+TEST(FfaModel, CommitReachesTheStateExpectPredicted) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(source_dir()) / "../../corpora";
+  std::vector<fs::path> files;
+  for (const char* dir : {"ffa", "z3/ffa"})
+    for (const auto& f : fs::directory_iterator(root / dir))
+      if (f.path().extension() == ".kcs") files.push_back(f.path());
+  ASSERT_FALSE(files.empty());
+  size_t checked = 0;
+  for (const fs::path& f : files) {
+    std::vector<Scenario> scenarios;
+    std::string err;
+    ASSERT_TRUE(load_scenario_file(f.string(), &scenarios, &err)) << err;
+    for (const Scenario& s : scenarios) {
+      for (uint64_t page : {4096ull, 16384ull}) {
+        const uint32_t caps = kCapReclaim2 | (page == 4096 ? kCapPage4k : kCapPage16k);
+        if (s.requires_caps & ~caps) continue;
+        SCOPED_TRACE(s.name + " at " + std::to_string(page));
+        // The scenario with a probe after every op.
+        Scenario probed = s;
+        probed.ops.clear();
+        probed.blobs = s.blobs;
+        const uint64_t blob = probed.blobs.size();
+        probed.blobs.push_back({0});
+        for (const Op& op : s.ops) {
+          probed.ops.push_back(op);
+          Op probe;
+          probe.code = kOpTxWrite;
+          probe.args[0] = 1u << 24;  // offset: beyond any mailbox
+          probe.args[1] = blob;
+          probed.ops.push_back(probe);
+        }
+        for (size_t choice = 0; choice < 2; ++choice) {
+          auto m = make_model(profile(page, true));
+          m->begin(probed);
+          for (size_t i = 0; i < probed.ops.size(); i += 2) {
+            Expectation e;
+            m->expect(probed, i, e);
+            if (e.allowed.empty()) break;
+            const Allowed& a = e.allowed[std::min(choice, e.allowed.size() - 1)];
+            m->commit(probed, i, pick(a));
+            Expectation after;
+            m->expect(probed, i + 1, after);
+            ASSERT_EQ(after.allowed.size(), 1u);
+            if (a.check_state)
+              EXPECT_EQ(after.allowed[0].state, a.state) << "op " << i / 2 << " " << to_string(a);
+            m->commit(probed, i + 1, pick(after.allowed[0]));
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000u);
 }
 
 }  // namespace

@@ -1,14 +1,20 @@
-// The FFA_MEM_RECLAIM2 ABI in one table: registers, TX layout, limits, results.
-// DEN0140 rev K is not public; each field says where it comes from (the cover
-// letter, or "ours" with the reason). Change this table, and nothing else, when
-// the specification text is known. SPEC.md section "RECLAIM2 profile" mirrors it.
+// The FFA_MEM_RECLAIM2 ABI in one table (registers, TX layout, limits,
+// results, errors), and the one reader and validator of its arguments that
+// both the Relayer (the proxy model) and the SPMC model use. DEN0140 rev K is
+// not public; each field says where it comes from (the cover letter, or
+// "ours" with the reason). Change this table, and nothing else, when the
+// specification text is known. SPEC.md R2:PROFILE mirrors it.
+//
+// Header-only: the SPMC is also built alone as the EL2 target's EL3.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "models/ffa/desc.h"
 #include "harness/scenario/ffa_spec.h"
+#include "models/ffa/desc.h"
+#include "models/ffa/hits.h"
+#include "models/ffa/regs.h"
 
 namespace kconform::ffa {
 
@@ -49,43 +55,161 @@ struct Reclaim2Abi {
 
 inline constexpr Reclaim2Abi kReclaim2{};
 
-// One line of provenance per field, for SPEC.md and reports.
-struct Reclaim2Field {
-  const char* field;
-  const char* value;
-  const char* provenance;
-};
-inline constexpr Reclaim2Field kReclaim2Table[] = {
-    {"function id", "0xC4000091 (SMC64)", "cover: 'FFA_MEM_RECLAIM2 (0xC4000091)'"},
-    {"w1/w2", "handle lo/hi", "ours: as FFA_MEM_RECLAIM"},
-    {"w3", "flags: bit 0 zero before reclaim, rest MBZ", "ours: as FFA_MEM_RECLAIM; cover v2 'flags ... checks'"},
-    {"w4", "byte offset of the first constituent descriptor in TX", "cover: 'a starting descriptor byte offset'"},
-    {"w5", "number of constituent descriptors", "ours: cover 'an array of constituent memory region descriptors'"},
-    {"x6", "initial page index (4K) into the first descriptor", "cover: 'initial page index'; 64-bit ours"},
-    {"w7", "total pages == sum of the descriptors' pg_cnt", "cover v2: 'Check total_pages against the sum of constituent pg_cnt'"},
-    {"offset alignment", "16 bytes", "ours: cover v2 'offset alignment checks', descriptor size"},
-    {"bounds", "offset + 16*count <= TX size; count >= 1", "ours"},
-    {"page index", "< pg_cnt of the first descriptor", "ours"},
-    {"descriptors", "4K-aligned, pg_cnt > 0, reserved MBZ, inside one constituent of the transaction, disjoint", "ours"},
-    {"success", "FFA_SUCCESS, w2 = 4K pages reclaimed by this call", "cover: 'returns the number of 4K pages reclaimed in that invocation'"},
-    {"count", "1 <= w2 <= total - page_index; pages reclaimed in list order", "ours"},
-    {"state", "none kept between calls", "cover: 'without maintaining intermediate transaction state'"},
-    {"errors", "INVALID_PARAMETERS for arguments, handle, descriptors, reclaimed pages; DENIED while retrieved", "ours: as FFA_MEM_RECLAIM"},
-    {"last page", "the handle is freed when its last page is reclaimed", "ours: equivalence with FFA_MEM_RECLAIM"},
+// --- Reading a call ---------------------------------------------------------------
+
+// The arguments of one FFA_MEM_RECLAIM2 call, read from its registers as the
+// table says.
+struct Reclaim2Args {
+  uint64_t handle = 0;
+  uint32_t flags = 0;
+  uint32_t offset = 0;  // byte offset of the first descriptor in TX
+  uint32_t count = 0;   // descriptors
+  uint64_t page_index = 0;  // 4K pages into the first descriptor
+  uint32_t total = 0;   // total_pages
+
+  static Reclaim2Args of(const uint64_t in[]) {
+    const Reclaim2Abi& P = kReclaim2;
+    Reclaim2Args a;
+    a.handle = handle_of(in[P.reg_handle_lo], in[P.reg_handle_hi]);
+    a.flags = w32(in[P.reg_flags]);
+    a.offset = w32(in[P.reg_offset]);
+    a.count = w32(in[P.reg_count]);
+    a.page_index = P.page_index_is_64bit ? in[P.reg_page_index] : w32(in[P.reg_page_index]);
+    a.total = w32(in[P.reg_total]);
+    return a;
+  }
+  // The registers of the call (x0..x7) that carries these arguments.
+  void to_regs(uint64_t out[kCallRegs]) const {
+    const Reclaim2Abi& P = kReclaim2;
+    for (uint32_t i = 0; i < kCallRegs; ++i) out[i] = 0;
+    out[0] = P.fid;
+    out[P.reg_handle_lo] = handle_lo(handle);
+    out[P.reg_handle_hi] = handle_hi(handle);
+    out[P.reg_flags] = flags;
+    out[P.reg_offset] = offset;
+    out[P.reg_count] = count;
+    out[P.reg_page_index] = page_index;
+    out[P.reg_total] = total;
+  }
+  // The end of the descriptor list in TX (64-bit: never wraps).
+  uint64_t list_end() const { return uint64_t{offset} + uint64_t{count} * kReclaim2.desc_size; }
+  // The pages the call asks for: [page_index, total) of the concatenated list.
+  uint64_t pages_asked() const { return total - page_index; }
 };
 
-// Visits, in list order, the 4K pages a RECLAIM2 call covers: the descriptors
-// at txb[off], txb[off + desc_size], ..., from page `index` of the first one,
-// at most `limit` pages (R2:PROFILE "pages reclaimed in list order"). fn(pa)
-// returns false to stop early. Returns how many pages were visited.
+// Descriptor i of the list at a.offset of tx.
+inline Constituent reclaim2_descriptor(std::span<const uint8_t> tx, const Reclaim2Args& a, uint32_t i) {
+  Constituent c;
+  read_constituent(tx, a.offset + uint64_t{i} * kReclaim2.desc_size, &c);
+  return c;
+}
+
+// R2:PROFILE (descriptors): 4K-aligned, pg_cnt > 0, reserved MBZ, no wrap.
+inline bool reclaim2_descriptor_ok(Constituent c) {
+  if (!kReclaim2.desc_reserved_mbz) c.reserved = 0;
+  return constituent_error(c) == DescError::kOk;
+}
+
+// What the descriptor list says, read once (the list must lie inside tx).
+struct Reclaim2List {
+  uint64_t sum = 0;          // of every descriptor's pg_cnt, in 64 bits
+  uint32_t first_pages = 0;  // pg_cnt of the first descriptor
+  bool valid = true;         // every descriptor is well-formed
+  uint32_t bad = 0;          // else the first malformed one
+  Constituent bad_desc;
+};
+
+inline Reclaim2List read_reclaim2_list(std::span<const uint8_t> tx, const Reclaim2Args& a) {
+  Reclaim2List l;
+  for (uint32_t i = 0; i < a.count; ++i) {
+    const Constituent c = reclaim2_descriptor(tx, a, i);
+    if (i == 0) l.first_pages = c.pages;
+    if (l.valid && !reclaim2_descriptor_ok(c)) {
+      l.valid = false;
+      l.bad = i;
+      l.bad_desc = c;
+    }
+    l.sum += c.pages;
+  }
+  return l;
+}
+
+// --- Checking a call ----------------------------------------------------------------
+
+// The argument checks of R2:PROFILE that both the Relayer and the SPMC make.
+// Each records its rule in hits (and on failure a note) and says whether the
+// call passes it. Each side applies them in its own order: the SPMC answers
+// the first failure, the proxy collects them all.
+class Reclaim2Checks {
+ public:
+  Reclaim2Checks(const Reclaim2Args& a, Hits& hits) : a_(a), h_(hits) {}
+
+  // (flags) no bit but zero-before-reclaim. Recorded only when broken: the
+  // other half (zero-before-reclaim on a share) is EL3's to check.
+  bool flags_mbz() const {
+    if (!(a_.flags & ~kReclaim2.flags_allowed)) return true;
+    h_.broke(kFfaR2Flags, "flags %#x", a_.flags);
+    return false;
+  }
+  // (offset) aligned to a descriptor.
+  bool offset_aligned() const {
+    if (a_.offset % kReclaim2.offset_align == 0) return pass(kFfaR2OffsetAlign);
+    h_.broke(kFfaR2OffsetAlign, "offset %#x not %u-aligned", a_.offset, kReclaim2.offset_align);
+    return false;
+  }
+  // (count) at least one descriptor, at most the table's limit.
+  bool count_in_range() const {
+    if (a_.count != 0 && !(kReclaim2.max_count && a_.count > kReclaim2.max_count)) return pass(kFfaR2Count);
+    h_.broke(kFfaR2Count, "count %u", a_.count);
+    return false;
+  }
+  // (bounds) the list lies inside a TX buffer of tx_bytes.
+  bool list_inside(uint64_t tx_bytes) const {
+    if (a_.list_end() <= tx_bytes) return pass(kFfaR2Bounds);
+    h_.broke(kFfaR2Bounds, "offset %#x + %u descriptors > TX %#llx", a_.offset, a_.count,
+             static_cast<unsigned long long>(tx_bytes));
+    return false;
+  }
+  // (descriptors) each well-formed.
+  bool descriptors_valid(const Reclaim2List& l) const {
+    if (l.valid) return pass(kFfaR2DescValid);
+    h_.broke(kFfaR2DescValid, "descriptor %u (%#llx, %u pages, reserved %#x)", l.bad,
+             static_cast<unsigned long long>(l.bad_desc.address), l.bad_desc.pages, l.bad_desc.reserved);
+    return false;
+  }
+  // (total) total_pages is the sum of the descriptors' pg_cnt.
+  bool total_matches(const Reclaim2List& l) const {
+    if (l.sum == a_.total) return pass(kFfaR2Total);
+    h_.broke(kFfaR2Total, "total %u != sum %llu", a_.total, static_cast<unsigned long long>(l.sum));
+    return false;
+  }
+  // (page index) inside the first descriptor.
+  bool page_index_in_first(const Reclaim2List& l) const {
+    if (a_.page_index < l.first_pages) return pass(kFfaR2PageIndex);
+    h_.broke(kFfaR2PageIndex, "page index %llu >= %u", static_cast<unsigned long long>(a_.page_index),
+             l.first_pages);
+    return false;
+  }
+
+ private:
+  bool pass(RuleId r) const {
+    h_.pass(r);
+    return true;
+  }
+  const Reclaim2Args& a_;
+  Hits& h_;
+};
+
+// Visits, in list order, the 4K pages a RECLAIM2 call covers: its descriptors
+// in tx, from page `page_index` of the first one, at most `limit` pages
+// (R2:RESULT "pages reclaimed in list order"). fn(pa) returns false to stop
+// early. Returns how many pages were visited.
 template <typename Fn>
-uint64_t for_each_reclaim2_page(std::span<const uint8_t> txb, uint64_t off, uint32_t count,
-                                uint64_t index, uint64_t limit, Fn&& fn) {
+uint64_t for_each_reclaim2_page(std::span<const uint8_t> tx, const Reclaim2Args& a, uint64_t limit, Fn&& fn) {
   uint64_t done = 0;
-  for (uint32_t i = 0; i < count && done < limit; ++i) {
-    Constituent d;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * kReclaim2.desc_size, &d);
-    for (uint64_t p = i == 0 ? index : 0; p < d.pages && done < limit; ++p) {
+  for (uint32_t i = 0; i < a.count && done < limit; ++i) {
+    const Constituent d = reclaim2_descriptor(tx, a, i);
+    for (uint64_t p = i == 0 ? a.page_index : 0; p < d.pages && done < limit; ++p) {
       ++done;
       if (!fn(d.address + p * kFfaPage)) return done;
     }

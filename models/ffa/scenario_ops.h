@@ -1,8 +1,8 @@
-// The FF-A harness conventions in one place (SPEC.md HARNESS:SLOTS, HARNESS:TX):
-// how a scenario op becomes the host's x0..x7, what bytes a tx_* op writes
-// where in the host TX window, and which handle a producer's result yields.
-// Used by the model (model.cc) and by the EL2 target (targets/el2/ffa_target.cc)
-// so both sides build the same call from the same op.
+// The FF-A scenario conventions in one place (SPEC.md HARNESS:SLOTS,
+// HARNESS:TX): how a scenario op becomes the host's x0..x7, what bytes a tx_*
+// op writes where in the host TX window, and which handle a producer's result
+// yields. Used by the model (model.cc) and by the EL2 target
+// (targets/el2/ffa_target.cc) so both sides build the same call from the same op.
 //
 // Header-only (inline): both the model library and the target library include
 // it without a build-file change.
@@ -15,8 +15,14 @@
 #include "harness/scenario/scenario.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/proxy.h"
+#include "models/ffa/regs.h"
 
 namespace kconform::ffa {
+
+// FFA_MEM_FRAG_TX w4[31:16]: the sender's endpoint ID (MEM:FRAGMENT).
+inline constexpr uint32_t kFragTxSenderShift = 16;
+// ours: larger than any mailbox a tree configures (HARNESS:TX writes nothing then).
+inline constexpr uint64_t kLargestMailbox = 1u << 20;
 
 // HARNESS:SLOTS: the handle a slot holds, FFA_MEMORY_HANDLE_INVALID for a slot
 // that was never produced.
@@ -27,9 +33,8 @@ inline uint64_t slot_handle(const std::vector<uint64_t>& handles, uint64_t slot)
 // HARNESS:SLOTS: the handle a share/lend/donate result carries: w2|w3<<32 of
 // FFA_SUCCESS, w1|w2<<32 of FFA_MEM_FRAG_RX, else FFA_MEMORY_HANDLE_INVALID.
 inline uint64_t produced_handle(const uint64_t out[8]) {
-  const uint64_t x0 = out[0] & 0xffffffffu;
-  if (x0 == kFnSuccess32 || out[0] == kFnSuccess64) return (out[2] & 0xffffffffu) | (out[3] & 0xffffffffu) << 32;
-  if (x0 == kFnMemFragRx) return (out[1] & 0xffffffffu) | (out[2] & 0xffffffffu) << 32;
+  if (fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64) return handle_of(out[2], out[3]);
+  if (fid_of(out) == kFnMemFragRx) return handle_of(out[1], out[2]);
   return kInvalidHandle;
 }
 
@@ -41,7 +46,7 @@ inline bool is_producer(uint8_t code) { return code == kOpMemShare || code == kO
 inline void host_regs(const Op& op, const std::vector<uint64_t>& handles, uint64_t last_desc_len, uint64_t in[8]) {
   for (int k = 0; k < 8; ++k) in[k] = 0;
   const auto& a = op.args;
-  auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~0x40000000u) : fid64; };
+  auto conv = [](uint64_t c, uint32_t fid64) { return c == kConvSmc32 ? (fid64 & ~kSmc64Bit) : fid64; };
   switch (op.code) {
     case kOpVersion: in[0] = kFnVersion, in[1] = a[0]; break;
     case kOpFeatures: in[0] = kFnFeatures, in[1] = a[0], in[2] = a[1]; break;
@@ -65,17 +70,17 @@ inline void host_regs(const Op& op, const std::vector<uint64_t>& handles, uint64
     }
     case kOpMemFragTx: {
       const uint64_t h = slot_handle(handles, a[0]);
-      in[0] = kFnMemFragTx, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1], in[4] = a[2] << 16;
+      in[0] = kFnMemFragTx, in[1] = handle_lo(h), in[2] = handle_hi(h), in[3] = a[1], in[4] = a[2] << kFragTxSenderShift;
       break;
     }
     case kOpMemReclaim: {
       const uint64_t h = slot_handle(handles, a[0]) ^ a[2];
-      in[0] = kFnMemReclaim, in[1] = h & 0xffffffffu, in[2] = h >> 32, in[3] = a[1];
+      in[0] = kFnMemReclaim, in[1] = handle_lo(h), in[2] = handle_hi(h), in[3] = a[1];
       break;
     }
     case kOpMemReclaim2: {
       const uint64_t h = slot_handle(handles, a[0]) ^ a[6];
-      in[0] = kFnMemReclaim2, in[1] = h & 0xffffffffu, in[2] = h >> 32;
+      in[0] = kFnMemReclaim2, in[1] = handle_lo(h), in[2] = handle_hi(h);
       in[3] = a[1], in[4] = a[2], in[5] = a[3], in[6] = a[4], in[7] = a[5];
       break;
     }
@@ -145,7 +150,7 @@ inline TxWrite tx_bytes(const Scenario& s, const Op& op) {
       d.ep_mem_size = a[14];
       w.offset = a[15];
       const uint64_t size = region_size(d);
-      if (size > (1u << 20)) return w;  // HARNESS:TX: larger than any mailbox, nothing written
+      if (size > kLargestMailbox) return w;  // HARNESS:TX: larger than any mailbox, nothing written
       w.is_desc = true;
       w.desc_len = size;
       w.bytes.resize(size);

@@ -1,10 +1,73 @@
 // The SPMC model: FF-A ABIs as an EL3 SPMC answers them for the Normal world
-// (SPEC.md SPMC:*, R2:*). Every check is a guard clause naming its rule.
+// (SPEC.md SPMC:*, R2:*). Every check is a guard clause naming its rule; each
+// handler decides on a const SPMC (into an SpmcAnswer) and apply() makes it so.
 #include "models/ffa/spmc.h"
 
-#include "models/ffa/reclaim2_profile.h"
+#include "models/ffa/reclaim2_abi.h"
 
 namespace kconform::ffa {
+
+namespace {
+
+constexpr uint64_t kSmcccNotSupported = ~0ull;  // SMCCC_RET_NOT_SUPPORTED: not an FF-A call
+// FFA_PARTITION_INFO_GET descriptors (DEN0077 Table 6.x): 8 bytes in v1.0,
+// 24 from v1.1 (with the UUID); one execution context, direct messages both
+// ways, AArch64.
+constexpr uint32_t kPartitionInfoSize10 = 8, kPartitionInfoSize11 = 24;
+constexpr uint16_t kPartitionExecContexts = 1;
+constexpr uint32_t kPartitionPropDirectMsg = 0x3, kPartitionPropAarch64 = 1u << 8;
+// The smallest descriptor a retrieve request can be (the v1.0 header).
+constexpr uint32_t kRetrieveRequestMin = 32;
+// Retrieve response flags: the transaction type in bits [4:3] (Table 10.22).
+constexpr uint32_t kTransactionTypeShift = 3;
+
+void set_handle_regs(uint64_t out[], int first, uint64_t h) {
+  out[first] = handle_lo(h);
+  out[first + 1] = handle_hi(h);
+}
+
+// The runs of t's pages not yet reclaimed, within each constituent (at most
+// kMaxRanges; kMaxRanges + 1 means more). Written to out when given.
+uint32_t unreclaimed_runs(const Transaction& t, Constituent* out) {
+  uint32_t n = 0;
+  Constituent last;
+  uint64_t base = 0;
+  for (uint32_t i = 0; i < t.n_ranges; ++i) {
+    for (uint32_t p = 0; p < t.ranges[i].pages; ++p) {
+      if (t.page_reclaimed(static_cast<uint32_t>(base + p))) continue;
+      const uint64_t pa = t.ranges[i].address + uint64_t{p} * kFfaPage;
+      if (n > 0 && last.address + uint64_t{last.pages} * kFfaPage == pa && p > 0 &&
+          !t.page_reclaimed(static_cast<uint32_t>(base + p - 1))) {
+        ++last.pages;
+      } else {
+        if (n == kMaxRanges) return kMaxRanges + 1;
+        last = {pa, 1, 0};
+        ++n;
+      }
+      if (out) out[n - 1] = last;
+    }
+    base += t.ranges[i].pages;
+  }
+  return n;
+}
+
+// The descriptor spec of t's retrieve response over runs[0, n).
+DescSpec response_spec(const Transaction& t, Layout l, const Constituent* runs, uint32_t n) {
+  DescSpec s;
+  s.layout = l;
+  s.sender = t.sender;
+  s.n_receivers = t.n_receivers;
+  for (uint32_t i = 0; i < t.n_receivers; ++i) s.receivers[i] = {t.recv_id[i], t.recv_perms[i], 0, 0, 0};
+  s.attributes = t.attributes;
+  s.flags = static_cast<uint32_t>(t.kind) << kTransactionTypeShift;
+  s.tag = t.tag;
+  s.handle = t.handle;
+  s.n_ranges = n;
+  s.ranges = runs;
+  return s;
+}
+
+}  // namespace
 
 void set_error(uint64_t out[], int32_t code) {
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = 0;
@@ -21,7 +84,8 @@ void set_success(uint64_t out[], uint64_t w2, uint64_t w3) {
 
 bool is_mem_fid(uint64_t fid) {
   const uint32_t n = fn_num(fid);
-  return is_ffa_fid(fid) && ((n >= 0x71 && n <= 0x7B) || n == 0x91);
+  return is_ffa_fid(fid) &&
+         ((n >= fn_num(kFnMemDonate32) && n <= fn_num(kFnMemFragTx)) || n == fn_num(kFnMemReclaim2));
 }
 
 bool Transaction::any_retrieved() const {
@@ -40,48 +104,51 @@ int64_t Transaction::page_index(uint64_t pa) const {
   return -1;
 }
 
-namespace {
-uint32_t w(uint64_t x) { return static_cast<uint32_t>(x); }
-uint64_t handle_of(uint64_t lo, uint64_t hi) { return (lo & 0xffffffffu) | (hi & 0xffffffffu) << 32; }
-void set_handle_regs(uint64_t out[], int first, uint64_t h) {
-  out[first] = h & 0xffffffffu;
-  out[first + 1] = h >> 32;
+void SpmcAnswer::reset(const SpmcSession& s) {
+  for (uint64_t& r : out) r = 0;
+  after = s;
+  slot = -1;
+  zero_released = false;
+  send_from = send_len = 0;
+  respond = -1;
+  bogus = false;
+  rx_chunk = rx_partitions = false;
 }
-// The SP's UUID in FFA_PARTITION_INFO_GET w1..w4 order (ours: "kcon" "form" 0 id).
-void sp_uuid(uint16_t id, uint32_t u[4]) {
-  u[0] = 0x6b636f6e;
-  u[1] = 0x666f726d;
-  u[2] = 0;
-  u[3] = id;
-}
-}  // namespace
+
+// One SMC being answered: its arguments, the TX bytes it may read, the answer
+// being decided and the rules it hits.
+struct Spmc::Reply {
+  const CallArgs& a;
+  std::span<const uint8_t> tx;
+  SpmcAnswer& ans;
+  Hits& h;
+
+  SpmcSession& s() { return ans.after; }
+  void error(int32_t code) { set_error(ans.out, code); }
+  void success(uint64_t w2 = 0, uint64_t w3 = 0) { set_success(ans.out, w2, w3); }
+  void success_handle(uint64_t handle) { success(handle_lo(handle), handle_hi(handle)); }
+};
+
+// --- Set-up and memory ---------------------------------------------------------
 
 void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phys_base) {
   cfg_ = config;
   phys_ = phys;
   phys_base_ = phys_base;
-  ns_version_ = kVersion10;
-  mapped_ = false;
-  tx_pa_ = rx_pa_ = mbox_bytes_ = 0;
-  rx_full_ = false;
+  session_ = SpmcSession{};
   for (Transaction& t : tx_) t.live = false;
-  next_handle_ = kHandleBase | 1;
-  sending_ = false;
-  send_handle_ = 0;
-  resp_active_ = false;
-  resp_handle_ = 0;
-  resp_len_ = resp_sent_ = 0;
-  fault_ = Fault::kNone;
-  fault_value_ = 0;
 }
 
-uint8_t* Spmc::phys(uint64_t pa, uint64_t len) {
+uint8_t* Spmc::phys_mut(uint64_t pa, uint64_t len) {
   if (pa < phys_base_ || pa - phys_base_ > phys_.size() || len > phys_.size() - (pa - phys_base_))
     return nullptr;
   return phys_.data() + (pa - phys_base_);
 }
-const uint8_t* Spmc::phys(uint64_t pa, uint64_t len) const {
-  return const_cast<Spmc*>(this)->phys(pa, len);
+const uint8_t* Spmc::phys(uint64_t pa, uint64_t len) const { return const_cast<Spmc*>(this)->phys_mut(pa, len); }
+
+std::span<const uint8_t> Spmc::tx_window() const {
+  const uint8_t* tx = phys(session_.tx_pa, session_.mbox_bytes);
+  return tx ? std::span<const uint8_t>(tx, session_.mbox_bytes) : std::span<const uint8_t>();
 }
 
 bool Spmc::known_sp(uint16_t id) const {
@@ -94,177 +161,69 @@ bool Spmc::is_ns_memory(uint64_t pa, uint64_t len) const {
   return pa >= cfg_.ns_base && pa - cfg_.ns_base <= cfg_.ns_size && len <= cfg_.ns_size - (pa - cfg_.ns_base);
 }
 
-Transaction* Spmc::find_mut(uint64_t handle) {
-  for (Transaction& t : tx_)
+// --- The transaction table --------------------------------------------------------
+
+const Transaction* Spmc::find(uint64_t handle, TableOverlay o) const {
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+    const Transaction& t = static_cast<int32_t>(i) == o.slot ? *o.tx : tx_[i];
     if (t.live && t.handle == handle) return &t;
-  return nullptr;
-}
-const Transaction* Spmc::find(uint64_t handle) const { return const_cast<Spmc*>(this)->find_mut(handle); }
-
-Transaction* Spmc::alloc_tx() {
-  for (Transaction& t : tx_)
-    if (!t.live) {
-      t = Transaction{};
-      t.live = true;
-      t.handle = next_handle_++;
-      return &t;
-    }
+  }
   return nullptr;
 }
 
-bool Spmc::page_held(uint64_t pa) const {
-  for (const Transaction& t : tx_) {
+int32_t Spmc::free_slot() const {
+  for (uint32_t i = 0; i < kMaxTransactions; ++i)
+    if (!tx_[i].live) return static_cast<int32_t>(i);
+  return -1;
+}
+
+bool Spmc::page_held(uint64_t pa, TableOverlay o) const {
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+    const Transaction& t = static_cast<int32_t>(i) == o.slot ? *o.tx : tx_[i];
     if (!t.live || !t.complete) continue;
-    const int64_t i = t.page_index(pa & ~(kFfaPage - 1));
-    if (i >= 0 && !t.page_reclaimed(static_cast<uint32_t>(i))) return true;
+    const int64_t k = t.page_index(pa & ~(kFfaPage - 1));
+    if (k >= 0 && !t.page_reclaimed(static_cast<uint32_t>(k))) return true;
   }
   return false;
 }
 
-void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) {
-  for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = 0;
-  const uint64_t fid = in[0] & 0xffffffffu;
-  if (!is_ffa_fid(in[0])) {
-    out[0] = ~0ull;  // SMCCC_RET_NOT_SUPPORTED
-    return;
-  }
-  // SMC32: only the W registers count (SMCCC §2.6).
-  uint64_t a[kNumRegs];
-  for (uint32_t i = 0; i < kNumRegs; ++i) a[i] = is_smc64(fid) ? in[i] : (in[i] & 0xffffffffu);
-  a[0] = fid;
-  if (fault_ == Fault::kError && is_mem_fid(fid)) {
-    fault_ = Fault::kNone;
-    set_error(out, static_cast<int32_t>(fault_value_));
-    return;
-  }
-  switch (fid) {
-    case kFnVersion: return version(a, out);
-    case kFnFeatures: return features(a, out);
-    case kFnIdGet: return set_success(out, kHostId);
-    case kFnSpmIdGet: return set_success(out, kSpmcId);
-    case kFnPartitionInfoGet: return partition_info_get(a, out);
-    case kFnRxtxMap32:
-    case kFnRxtxMap64: return rxtx_map(a, out);
-    case kFnRxtxUnmap: return rxtx_unmap(a, out);
-    case kFnRxRelease: return rx_release(a, out);
-    case kFnMemShare32:
-    case kFnMemShare64: return mem_send(MemKind::kShare, a, out, hits);
-    case kFnMemLend32:
-    case kFnMemLend64: return mem_send(MemKind::kLend, a, out, hits);
-    case kFnMemDonate32:
-    case kFnMemDonate64: return mem_send(MemKind::kDonate, a, out, hits);
-    case kFnMemFragTx: return frag_tx(a, out, hits);
-    case kFnMemFragRx: return frag_rx(a, out);
-    case kFnMemRetrieveReq32:
-    case kFnMemRetrieveReq64: return retrieve_req(a, out, hits);
-    case kFnMemReclaim: return reclaim(a, out, hits);
-    default:
-      if (fid == kReclaim2.fid && cfg_.reclaim2) return reclaim2(a, out, hits);
-      return set_error(out, kNotSupported);
-  }
+// A new transaction in slot, with the session's next handle.
+void Spmc::new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_len) const {
+  r.ans.slot = slot;
+  r.ans.tx = Transaction{};
+  r.ans.tx.live = true;
+  r.ans.tx.handle = r.s().next_handle++;
+  r.ans.tx.kind = kind;
+  r.ans.tx.total_len = total_len;
 }
 
-void Spmc::version(const uint64_t* a, uint64_t* out) {
-  const uint32_t req = w(a[1]);
-  // Bit 31 MBZ: NOT_SUPPORTED in w0.
-  if (req >> 31) {
-    out[0] = static_cast<uint32_t>(kNotSupported);
-    return;
+// Records a complete descriptor (check_send found nothing wrong) into t.
+void Spmc::record(Transaction& t, std::span<const uint8_t> desc, Layout l) const {
+  MemRegion r;
+  parse_region(desc, t.total_len, l, &r);
+  t.sender = r.sender;
+  t.attributes = r.attributes;
+  t.flags = r.flags;
+  t.tag = r.tag;
+  t.n_receivers = r.ep_count;
+  for (uint32_t i = 0; i < r.ep_count; ++i) {
+    t.recv_id[i] = r.receivers[i].id;
+    t.recv_perms[i] = r.receivers[i].perms;
+    t.retrieved[i] = false;
   }
-  if (version_major(req) == version_major(cfg_.version)) {
-    const uint32_t minor = version_minor(req) < version_minor(cfg_.version) ? version_minor(req)
-                                                                            : version_minor(cfg_.version);
-    ns_version_ = ffa::version(1, minor);
-  }
-  out[0] = cfg_.version;
-}
-
-void Spmc::features(const uint64_t* a, uint64_t* out) {
-  const uint32_t id = w(a[1]);
-  switch (id) {
-    case kFnError: case kFnSuccess32: case kFnVersion: case kFnFeatures: case kFnRxRelease:
-    case kFnRxtxMap32: case kFnRxtxMap64: case kFnRxtxUnmap: case kFnPartitionInfoGet:
-    case kFnIdGet: case kFnSpmIdGet: case kFnMemShare32: case kFnMemShare64: case kFnMemLend32:
-    case kFnMemLend64: case kFnMemDonate32: case kFnMemDonate64: case kFnMemRetrieveReq32:
-    case kFnMemRetrieveReq64: case kFnMemReclaim: case kFnMemFragRx: case kFnMemFragTx:
-      return set_success(out, 0);  // RXTX_MAP: w2[1:0] = 0, 4K minimum buffer
-    default:
-      if (id == kReclaim2.fid && cfg_.reclaim2) return set_success(out, 0);
-      return set_error(out, kNotSupported);
-  }
-}
-
-void Spmc::partition_info_get(const uint64_t* a, uint64_t* out) {
-  const uint32_t want[4] = {w(a[1]), w(a[2]), w(a[3]), w(a[4])};
-  const uint32_t flags = w(a[5]);
-  const bool nil = (want[0] | want[1] | want[2] | want[3]) == 0;
-  // Flags: bit 0 count only; [31:1] MBZ.
-  if (flags & ~1u) return set_error(out, kInvalidParameters);
-  uint16_t ids[kMaxSps];
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < cfg_.n_sps; ++i) {
-    uint32_t u[4];
-    sp_uuid(cfg_.sp_ids[i], u);
-    if (nil || (u[0] == want[0] && u[1] == want[1] && u[2] == want[2] && u[3] == want[3]))
-      ids[n++] = cfg_.sp_ids[i];
-  }
-  if (n == 0) return set_error(out, kInvalidParameters);
-  const uint32_t size = ns_version_ >= kVersion11 ? 24 : 8;
-  if (!(flags & 1)) {
-    if (!mapped_) return set_error(out, kDenied);
-    if (rx_full_) return set_error(out, kBusy);
-    uint8_t* rx = phys(rx_pa_, mbox_bytes_);
-    if (!rx || n * size > mbox_bytes_) return set_error(out, kNoMemory);
-    std::span<uint8_t> b(rx, mbox_bytes_);
-    for (uint32_t i = 0; i < n; ++i) {
-      put_u16(b, i * size, ids[i]);
-      put_u16(b, i * size + 2, 1);         // execution contexts
-      put_u32(b, i * size + 4, 0x3 | 1u << 8);  // direct msg send/recv, AArch64
-      if (size == 24) {
-        uint32_t u[4];
-        sp_uuid(ids[i], u);
-        for (int k = 0; k < 4; ++k) put_u32(b, i * size + 8 + 4 * k, u[k]);
-      }
-    }
-    rx_full_ = true;
-  }
-  set_success(out, n, ns_version_ >= kVersion11 ? size : 0);
-}
-
-void Spmc::rxtx_map(const uint64_t* a, uint64_t* out) {
-  const uint64_t tx = a[1], rx = a[2];
-  const uint32_t pages = w(a[3]) & 0x3f;
-  if (w(a[3]) >> 6) return set_error(out, kInvalidParameters);
-  if (mapped_) return set_error(out, kDenied);
-  const uint64_t len = static_cast<uint64_t>(pages) * kFfaPage;
-  if (pages == 0 || tx % kFfaPage || rx % kFfaPage || !is_ns_memory(tx, len) || !is_ns_memory(rx, len) ||
-      (tx < rx + len && rx < tx + len))
-    return set_error(out, kInvalidParameters);
-  mapped_ = true;
-  tx_pa_ = tx;
-  rx_pa_ = rx;
-  mbox_bytes_ = len;
-  rx_full_ = false;
-  set_success(out);
-}
-
-void Spmc::rxtx_unmap(const uint64_t* a, uint64_t* out) {
-  if (w(a[1]) != 0 || !mapped_) return set_error(out, kInvalidParameters);
-  mapped_ = false;
-  rx_full_ = false;
-  set_success(out);
-}
-
-void Spmc::rx_release(const uint64_t* a, uint64_t* out) {
-  if (!mapped_ || !rx_full_) return set_error(out, kDenied);
-  rx_full_ = false;
-  set_success(out);
+  check_ranges(desc, r, t.total_len, t.ranges);
+  t.n_ranges = r.range_count;
+  t.total_pages = r.total_pages;
+  t.reclaimed_count = 0;
+  for (uint64_t& b : t.reclaimed) b = 0;
+  t.complete = true;
+  t.received = t.total_len;
 }
 
 int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits) const {
   Hits scratch;
   Hits& h = hits ? *hits : scratch;
-  const Layout l = layout_for(ns_version_);
+  const Layout l = layout_for(session_.ns_version);
   h.pass(kFfaDescLayout);
   MemRegion r;
   DescError e = parse_region(desc, static_cast<uint32_t>(desc.size()), l, &r);
@@ -273,7 +232,7 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
       }, this);
   // A donation has exactly one receiver (ours: Table 10.20 note).
   if (e == DescError::kOk && kind == MemKind::kDonate && r.ep_count != 1) e = DescError::kReceiver;
-  Constituent* ranges = const_cast<Spmc*>(this)->scratch_;
+  Constituent ranges[kMaxRanges];
   if (e == DescError::kOk) e = check_ranges(desc, r, static_cast<uint32_t>(desc.size()), ranges);
   if (e != DescError::kOk) {
     h.broke(desc_error_rule(e), "descriptor: %s", desc_error_name(e));
@@ -287,7 +246,7 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   }
   // Constituents inside Normal-world memory.
   for (uint32_t i = 0; i < r.range_count; ++i)
-    if (!is_ns_memory(ranges[i].address, static_cast<uint64_t>(ranges[i].pages) * kFfaPage)) {
+    if (!is_ns_memory(ranges[i].address, uint64_t{ranges[i].pages} * kFfaPage)) {
       h.broke(kFfaSpmcNsMemory, "constituent %u at %#llx not NS memory", i,
               static_cast<unsigned long long>(ranges[i].address));
       return kInvalidParameters;
@@ -305,458 +264,597 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   return 0;
 }
 
-int32_t Spmc::finish_send(Transaction* t, Hits* hits) {
-  std::span<const uint8_t> desc(buf_, t->total_len);
-  const int32_t err = check_send(t->kind, desc, hits);
-  if (err) return err;
-  MemRegion r;
-  parse_region(desc, t->total_len, layout_for(ns_version_), &r);
-  t->sender = r.sender;
-  t->attributes = r.attributes;
-  t->flags = r.flags;
-  t->tag = r.tag;
-  t->n_receivers = r.ep_count;
-  for (uint32_t i = 0; i < r.ep_count; ++i) {
-    t->recv_id[i] = r.receivers[i].id;
-    t->recv_perms[i] = r.receivers[i].perms;
-    t->retrieved[i] = false;
+uint32_t Spmc::build_response(const Transaction& t, Layout l, bool bogus, uint64_t bogus_address,
+                              std::span<uint8_t> out) const {
+  Constituent runs[kMaxRanges];
+  const uint32_t n = unreclaimed_runs(t, runs);
+  const DescSpec s = response_spec(t, l, runs, n);
+  const uint32_t len = static_cast<uint32_t>(build_region(s, out));
+  if (bogus) {
+    MemRegion r;
+    parse_region(out.first(len), len, l, &r, /*transmission=*/false);
+    put_u64(out, r.ranges_off, bogus_address);
   }
-  check_ranges(desc, r, t->total_len, t->ranges);
-  t->n_ranges = r.range_count;
-  t->total_pages = r.total_pages;
-  t->reclaimed_count = 0;
-  for (uint64_t& b : t->reclaimed) b = 0;
-  t->complete = true;
-  t->received = t->total_len;
-  return 0;
+  return len;
 }
 
-void Spmc::mem_send(MemKind kind, const uint64_t* a, uint64_t* out, Hits* hits) {
+// --- answer and apply ---------------------------------------------------------------
+
+void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) {
   Hits scratch;
-  Hits& h = hits ? *hits : scratch;
-  const uint32_t total = w(a[1]), frag = w(a[2]);
+  SpmcAnswer ans;
+  const std::span<const uint8_t> tx = tx_window();
+  answer(in, tx, session_, ans, hits ? *hits : scratch);
+  apply(ans, tx);
+  for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
+}
+
+void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
+                  Hits& hits) const {
+  ans.reset(s);
+  if (!is_ffa_fid(in[0])) {
+    ans.out[0] = kSmcccNotSupported;
+    return;
+  }
+  // SMC32: only the W registers count (SMCCC §2.6).
+  const CallArgs a = CallArgs::of(in);
+  Reply r{a, tx, ans, hits};
+  const uint32_t fid = a.fid();
+  if (r.s().fault == Fault::kError && is_mem_fid(fid)) {
+    r.s().fault = Fault::kNone;
+    return r.error(static_cast<int32_t>(r.s().fault_value));
+  }
+  switch (fid) {
+    case kFnVersion: return version(r);
+    case kFnFeatures: return features(r);
+    case kFnIdGet: return r.success(kHostId);
+    case kFnSpmIdGet: return r.success(kSpmcId);
+    case kFnPartitionInfoGet: return partition_info_get(r);
+    case kFnRxtxMap32:
+    case kFnRxtxMap64: return rxtx_map(r);
+    case kFnRxtxUnmap: return rxtx_unmap(r);
+    case kFnRxRelease: return rx_release(r);
+    case kFnMemShare32:
+    case kFnMemShare64: return mem_send(MemKind::kShare, r);
+    case kFnMemLend32:
+    case kFnMemLend64: return mem_send(MemKind::kLend, r);
+    case kFnMemDonate32:
+    case kFnMemDonate64: return mem_send(MemKind::kDonate, r);
+    case kFnMemFragTx: return frag_tx(r);
+    case kFnMemFragRx: return frag_rx(r);
+    case kFnMemRetrieveReq32:
+    case kFnMemRetrieveReq64: return retrieve_req(r);
+    case kFnMemReclaim: return reclaim(r);
+    default:
+      if (fid == kReclaim2.fid && cfg_.reclaim2) return reclaim2(r);
+      return r.error(kNotSupported);
+  }
+}
+
+void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
+  for (uint32_t i = 0; i < ans.send_len && i < tx.size(); ++i) buf_[ans.send_from + i] = tx[i];
+  if (ans.respond >= 0)
+    build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address, {resp_, kMaxDescBytes});
+  if (ans.rx_chunk)
+    if (uint8_t* rx = phys_mut(ans.after.rx_pa, ans.rx_len))
+      for (uint32_t i = 0; i < ans.rx_len; ++i) rx[i] = resp_[ans.rx_from + i];
+  if (ans.rx_partitions) {
+    const uint32_t size = ans.partition_size;
+    std::span<uint8_t> b(phys_mut(ans.after.rx_pa, ans.after.mbox_bytes), ans.after.mbox_bytes);
+    for (uint32_t i = 0; i < ans.n_partitions; ++i) {
+      put_u16(b, i * size, ans.partitions[i]);
+      put_u16(b, i * size + 2, kPartitionExecContexts);
+      put_u32(b, i * size + 4, kPartitionPropDirectMsg | kPartitionPropAarch64);
+      if (size == kPartitionInfoSize11) {
+        uint32_t u[4];
+        sp_uuid(ans.partitions[i], u);
+        for (int k = 0; k < 4; ++k) put_u32(b, i * size + 8 + 4 * k, u[k]);
+      }
+    }
+  }
+  if (ans.slot >= 0) {
+    const Transaction& before = tx_[ans.slot];
+    if (ans.zero_released) {
+      // Every page the transaction held before and holds no more.
+      uint64_t k = 0;
+      for (uint32_t i = 0; i < before.n_ranges; ++i)
+        for (uint32_t p = 0; p < before.ranges[i].pages; ++p, ++k) {
+          const uint32_t page = static_cast<uint32_t>(k);
+          if (before.page_reclaimed(page) || (ans.tx.live && !ans.tx.page_reclaimed(page))) continue;
+          if (uint8_t* m = phys_mut(before.ranges[i].address + uint64_t{p} * kFfaPage, kFfaPage))
+            for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
+        }
+    }
+    tx_[ans.slot] = ans.tx;
+  }
+  session_ = ans.after;
+}
+
+// --- Framework and mailbox ---------------------------------------------------------
+
+void Spmc::version(Reply& r) const {
+  const uint32_t req = r.a.w1();
+  // Bit 31 MBZ: NOT_SUPPORTED in w0.
+  if (req >> 31) {
+    r.ans.out[0] = static_cast<uint32_t>(kNotSupported);
+    return;
+  }
+  if (version_major(req) == version_major(cfg_.version)) {
+    const uint32_t minor = version_minor(req) < version_minor(cfg_.version) ? version_minor(req)
+                                                                            : version_minor(cfg_.version);
+    r.s().ns_version = ffa::version(1, minor);
+  }
+  r.ans.out[0] = cfg_.version;
+}
+
+void Spmc::features(Reply& r) const {
+  const uint32_t id = r.a.w1();
+  switch (id) {
+    case kFnError: case kFnSuccess32: case kFnVersion: case kFnFeatures: case kFnRxRelease:
+    case kFnRxtxMap32: case kFnRxtxMap64: case kFnRxtxUnmap: case kFnPartitionInfoGet:
+    case kFnIdGet: case kFnSpmIdGet: case kFnMemShare32: case kFnMemShare64: case kFnMemLend32:
+    case kFnMemLend64: case kFnMemDonate32: case kFnMemDonate64: case kFnMemRetrieveReq32:
+    case kFnMemRetrieveReq64: case kFnMemReclaim: case kFnMemFragRx: case kFnMemFragTx:
+      return r.success(0);  // RXTX_MAP: w2[1:0] = 0, 4K minimum buffer
+    default:
+      if (id == kReclaim2.fid && cfg_.reclaim2) return r.success(0);
+      return r.error(kNotSupported);
+  }
+}
+
+void Spmc::partition_info_get(Reply& r) const {
+  const uint32_t want[4] = {r.a.w1(), r.a.w2(), r.a.w3(), r.a.w4()};
+  const uint32_t flags = r.a.w5();
+  const bool nil = (want[0] | want[1] | want[2] | want[3]) == 0;
+  if (flags & ~kPartitionInfoCountOnly) return r.error(kInvalidParameters);
+  uint16_t ids[kMaxSps];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < cfg_.n_sps; ++i) {
+    uint32_t u[4];
+    sp_uuid(cfg_.sp_ids[i], u);
+    if (nil || (u[0] == want[0] && u[1] == want[1] && u[2] == want[2] && u[3] == want[3]))
+      ids[n++] = cfg_.sp_ids[i];
+  }
+  if (n == 0) return r.error(kInvalidParameters);
+  const bool v11 = r.s().ns_version >= kVersion11;
+  const uint32_t size = v11 ? kPartitionInfoSize11 : kPartitionInfoSize10;
+  if (!(flags & kPartitionInfoCountOnly)) {
+    if (!r.s().mapped) return r.error(kDenied);
+    if (r.s().rx_full) return r.error(kBusy);
+    if (!phys(r.s().rx_pa, r.s().mbox_bytes) || n * size > r.s().mbox_bytes) return r.error(kNoMemory);
+    r.ans.rx_partitions = true;
+    r.ans.n_partitions = n;
+    r.ans.partition_size = size;
+    for (uint32_t i = 0; i < n; ++i) r.ans.partitions[i] = ids[i];
+    r.s().rx_full = true;
+  }
+  r.success(n, v11 ? size : 0);
+}
+
+void Spmc::rxtx_map(Reply& r) const {
+  const uint64_t tx = r.a.x1(), rx = r.a.x2();
+  const uint32_t pages = rxtx_pages(r.a.w3());
+  if (rxtx_reserved_set(r.a.w3())) return r.error(kInvalidParameters);
+  if (r.s().mapped) return r.error(kDenied);
+  const uint64_t len = uint64_t{pages} * kFfaPage;
+  if (pages == 0 || tx % kFfaPage || rx % kFfaPage || !is_ns_memory(tx, len) || !is_ns_memory(rx, len) ||
+      (tx < rx + len && rx < tx + len))
+    return r.error(kInvalidParameters);
+  r.s().mapped = true;
+  r.s().tx_pa = tx;
+  r.s().rx_pa = rx;
+  r.s().mbox_bytes = len;
+  r.s().rx_full = false;
+  r.success();
+}
+
+void Spmc::rxtx_unmap(Reply& r) const {
+  if (r.a.w1() != 0 || !r.s().mapped) return r.error(kInvalidParameters);
+  r.s().mapped = false;
+  r.s().rx_full = false;
+  r.success();
+}
+
+void Spmc::rx_release(Reply& r) const {
+  if (!r.s().mapped || !r.s().rx_full) return r.error(kDenied);
+  r.s().rx_full = false;
+  r.success();
+}
+
+// --- Sending memory ---------------------------------------------------------------------
+
+// The first of several fragments (SPMC:FRAG): its header must be whole; the
+// transaction is allocated, incomplete, and the send is in flight.
+void Spmc::start_send(MemKind kind, uint32_t total, std::span<const uint8_t> frag, Reply& r) const {
+  Hits& h = r.h;
+  SpmcSession& s = r.s();
+  MemRegion m;
+  const DescError e = parse_region(frag, total, layout_for(s.ns_version), &m);
+  if (e != DescError::kOk) {
+    h.broke(desc_error_rule(e), "first fragment: %s", desc_error_name(e));
+    return r.error(kInvalidParameters);
+  }
+  const int32_t slot = free_slot();
+  if (slot < 0) {
+    h.broke(kFfaSpmcHandleAlloc, "transaction table full");
+    return r.error(kNoMemory);
+  }
+  new_transaction(r, slot, kind, total);
+  r.ans.tx.received = static_cast<uint32_t>(frag.size());
+  s.sending = true;
+  s.send_handle = r.ans.tx.handle;
+  r.ans.out[0] = kFnMemFragRx;
+  set_handle_regs(r.ans.out, 1, r.ans.tx.handle);
+  r.ans.out[3] = frag.size();
+  h.pass(kFfaProxyFragment);
+}
+
+void Spmc::mem_send(MemKind kind, Reply& r) const {
+  Hits& h = r.h;
+  SpmcSession& s = r.s();
+  const uint32_t total = r.a.w1(), frag = r.a.w2();
   // The descriptor is in TX: address and page count MBZ (ours: no other buffer).
-  if (w(a[3]) != 0 || w(a[4]) != 0) {
+  if (r.a.w3() != 0 || r.a.w4() != 0) {
     h.broke(kFfaProxyMemArgs, "own-buffer form not supported");
-    return set_error(out, kInvalidParameters);
+    return r.error(kInvalidParameters);
   }
-  if (!mapped_) {
+  if (!s.mapped) {
     h.broke(kFfaMboxTxRequired, "no TX buffer");
-    return set_error(out, kDenied);
+    return r.error(kDenied);
   }
-  if (total == 0 || frag == 0 || frag > total || frag > mbox_bytes_) {
+  if (total == 0 || frag == 0 || frag > total || frag > s.mbox_bytes) {
     h.broke(kFfaProxyMemArgs, "total %u fragment %u mailbox %llu", total, frag,
-            static_cast<unsigned long long>(mbox_bytes_));
-    return set_error(out, kInvalidParameters);
+            static_cast<unsigned long long>(s.mbox_bytes));
+    return r.error(kInvalidParameters);
   }
   if (total > kMaxDescBytes) {
     h.broke(kFfaSpmcDescTooBig, "descriptor of %u bytes", total);
-    return set_error(out, kNoMemory);
+    return r.error(kNoMemory);
   }
-  if (sending_) {
+  if (s.sending) {
     h.broke(kFfaSpmcBusy, "a fragmented send is in flight");
-    return set_error(out, kBusy);
+    return r.error(kBusy);
   }
-  const uint8_t* tx = phys(tx_pa_, frag);
-  if (!tx) return set_error(out, kInvalidParameters);
-  for (uint32_t i = 0; i < frag; ++i) buf_[i] = tx[i];
-  if (frag < total) {
-    // First of several fragments: its header must be whole.
-    MemRegion r;
-    const DescError e = parse_region(std::span<const uint8_t>(buf_, frag), total, layout_for(ns_version_), &r);
-    if (e != DescError::kOk) {
-      h.broke(desc_error_rule(e), "first fragment: %s", desc_error_name(e));
-      return set_error(out, kInvalidParameters);
-    }
-    Transaction* t = alloc_tx();
-    if (!t) {
-      h.broke(kFfaSpmcHandleAlloc, "transaction table full");
-      return set_error(out, kNoMemory);
-    }
-    t->kind = kind;
-    t->total_len = total;
-    t->received = frag;
-    sending_ = true;
-    send_handle_ = t->handle;
-    out[0] = kFnMemFragRx;
-    set_handle_regs(out, 1, t->handle);
-    out[3] = frag;
-    h.pass(kFfaProxyFragment);
-    return;
-  }
-  const int32_t err = check_send(kind, std::span<const uint8_t>(buf_, total), &h);
-  if (err) return set_error(out, err);
-  Transaction* t = alloc_tx();
-  if (!t) {
+  if (r.tx.size() < frag) return r.error(kInvalidParameters);
+  r.ans.send_from = 0;
+  r.ans.send_len = frag;
+  const std::span<const uint8_t> desc = r.tx.first(frag);
+  if (frag < total) return start_send(kind, total, desc, r);
+  const int32_t err = check_send(kind, desc, &h);
+  if (err) return r.error(err);
+  const int32_t slot = free_slot();
+  if (slot < 0) {
     h.broke(kFfaSpmcHandleAlloc, "transaction table full");
-    return set_error(out, kNoMemory);
+    return r.error(kNoMemory);
   }
   h.pass(kFfaSpmcHandleAlloc);
-  t->kind = kind;
-  t->total_len = total;
-  finish_send(t, nullptr);
-  set_success(out, t->handle & 0xffffffffu, t->handle >> 32);
+  new_transaction(r, slot, kind, total);
+  record(r.ans.tx, desc, layout_for(s.ns_version));
+  r.success_handle(r.ans.tx.handle);
 }
 
-void Spmc::frag_tx(const uint64_t* a, uint64_t* out, Hits* hits) {
-  Hits scratch;
-  Hits& h = hits ? *hits : scratch;
-  const uint64_t handle = handle_of(a[1], a[2]);
-  const uint32_t frag = w(a[3]);
-  Transaction* t = sending_ ? find_mut(send_handle_) : nullptr;
-  if (!t || handle != send_handle_) {
+void Spmc::frag_tx(Reply& r) const {
+  Hits& h = r.h;
+  SpmcSession& s = r.s();
+  const uint64_t handle = r.a.handle();
+  const uint32_t frag = r.a.w3();
+  const Transaction* t = s.sending ? find(s.send_handle) : nullptr;
+  if (!t || handle != s.send_handle) {
     h.broke(kFfaProxyFragment, "no send in flight with handle %#llx", static_cast<unsigned long long>(handle));
-    return set_error(out, kInvalidParameters);
+    return r.error(kInvalidParameters);
   }
+  r.ans.slot = slot_of(t);
+  r.ans.tx = *t;
   auto abort = [&](int32_t code) {
-    t->live = false;
-    sending_ = false;
-    set_error(out, code);
+    r.ans.tx.live = false;
+    s.sending = false;
+    r.error(code);
   };
   // w4[31:16] is the sender's ID from a hypervisor; the host's is 0 (ours: MBZ).
-  if (w(a[4]) != 0 || frag == 0 || frag > t->total_len - t->received || frag > mbox_bytes_) {
+  if (r.a.w4() != 0 || frag == 0 || frag > t->total_len - t->received || frag > s.mbox_bytes) {
     h.broke(kFfaProxyFragment, "fragment of %u bytes, %u remaining", frag, t->total_len - t->received);
     return abort(kInvalidParameters);
   }
-  const uint8_t* tx = phys(tx_pa_, frag);
-  if (!tx) return abort(kInvalidParameters);
-  for (uint32_t i = 0; i < frag; ++i) buf_[t->received + i] = tx[i];
-  t->received += frag;
-  if (t->received < t->total_len) {
-    out[0] = kFnMemFragRx;
-    set_handle_regs(out, 1, t->handle);
-    out[3] = t->received;
+  if (r.tx.size() < frag) return abort(kInvalidParameters);
+  r.ans.send_from = t->received;
+  r.ans.send_len = frag;
+  r.ans.tx.received += frag;
+  if (r.ans.tx.received < t->total_len) {
+    r.ans.out[0] = kFnMemFragRx;
+    set_handle_regs(r.ans.out, 1, t->handle);
+    r.ans.out[3] = r.ans.tx.received;
     h.pass(kFfaProxyFragment);
     return;
   }
-  sending_ = false;
-  const int32_t err = finish_send(t, &h);
-  if (err) {
-    t->live = false;
-    return set_error(out, err);
+  s.sending = false;
+  // The whole descriptor: the fragments received before, then this one.
+  uint8_t whole[kMaxDescBytes];
+  for (uint32_t i = 0; i < t->received; ++i) whole[i] = buf_[i];
+  for (uint32_t i = 0; i < frag; ++i) whole[t->received + i] = r.tx[i];
+  const std::span<const uint8_t> desc(whole, t->total_len);
+  if (const int32_t err = check_send(t->kind, desc, &h)) {
+    r.ans.tx.live = false;
+    return r.error(err);
   }
+  record(r.ans.tx, desc, layout_for(s.ns_version));
   h.pass(kFfaProxyFragment);
-  set_success(out, t->handle & 0xffffffffu, t->handle >> 32);
+  r.success_handle(t->handle);
 }
 
-void Spmc::write_retrieve_chunk(uint64_t* out, bool first) {
+// --- The hypervisor's retrieve request ------------------------------------------------
+
+void Spmc::retrieve_chunk(Reply& r, bool first) const {
+  SpmcSession& s = r.s();
   const uint32_t len = static_cast<uint32_t>(
-      mbox_bytes_ < resp_len_ - resp_sent_ ? mbox_bytes_ : resp_len_ - resp_sent_);
-  uint8_t* rx = phys(rx_pa_, len);
-  if (rx)
-    for (uint32_t i = 0; i < len; ++i) rx[i] = resp_[resp_sent_ + i];
-  rx_full_ = true;
-  const uint32_t start = resp_sent_;
-  resp_sent_ += len;
-  if (resp_sent_ == resp_len_) resp_active_ = false;
+      s.mbox_bytes < s.resp_len - s.resp_sent ? s.mbox_bytes : s.resp_len - s.resp_sent);
+  r.ans.rx_chunk = true;
+  r.ans.rx_from = s.resp_sent;
+  r.ans.rx_len = len;
+  s.rx_full = true;
+  s.resp_sent += len;
+  if (s.resp_sent == s.resp_len) s.resp_active = false;
   if (first) {
-    out[0] = kFnMemRetrieveResp;
-    out[1] = resp_len_;
-    out[2] = len;
+    r.ans.out[0] = kFnMemRetrieveResp;
+    r.ans.out[1] = s.resp_len;
+    r.ans.out[2] = len;
   } else {
-    out[0] = kFnMemFragTx;
-    set_handle_regs(out, 1, resp_handle_);
-    out[3] = len;
+    r.ans.out[0] = kFnMemFragTx;
+    set_handle_regs(r.ans.out, 1, s.resp_handle);
+    r.ans.out[3] = len;
   }
-  (void)start;
-  if (fault_ == Fault::kFragLen) {
-    fault_ = Fault::kNone;
-    out[first ? 2 : 3] = fault_value_ & 0xffffffffu;
+  if (s.fault == Fault::kFragLen) {
+    s.fault = Fault::kNone;
+    r.ans.out[first ? 2 : 3] = s.fault_value & kW32;
   }
 }
 
-void Spmc::frag_rx(const uint64_t* a, uint64_t* out) {
-  const uint64_t handle = handle_of(a[1], a[2]);
-  if (!resp_active_ || handle != resp_handle_ || w(a[3]) != resp_sent_)
-    return set_error(out, kInvalidParameters);
-  if (rx_full_) return set_error(out, kDenied);
-  write_retrieve_chunk(out, false);
+void Spmc::frag_rx(Reply& r) const {
+  const SpmcSession& s = r.s();
+  if (!s.resp_active || r.a.handle() != s.resp_handle || r.a.w3() != s.resp_sent)
+    return r.error(kInvalidParameters);
+  if (s.rx_full) return r.error(kDenied);
+  retrieve_chunk(r, false);
 }
 
-void Spmc::retrieve_req(const uint64_t* a, uint64_t* out, Hits* hits) {
-  Hits scratch;
-  Hits& h = hits ? *hits : scratch;
-  const uint32_t total = w(a[1]), frag = w(a[2]);
-  if (!mapped_) return set_error(out, kDenied);
-  if (w(a[3]) != 0 || w(a[4]) != 0 || total == 0 || frag != total || frag > mbox_bytes_)
-    return set_error(out, kInvalidParameters);
-  const uint8_t* tx = phys(tx_pa_, total);
-  if (!tx || total < 32) return set_error(out, kInvalidParameters);
-  std::span<const uint8_t> req(tx, total);
+void Spmc::retrieve_req(Reply& r) const {
+  SpmcSession& s = r.s();
+  const uint32_t total = r.a.w1(), frag = r.a.w2();
+  if (!s.mapped) return r.error(kDenied);
+  if (r.a.w3() != 0 || r.a.w4() != 0 || total == 0 || frag != total || frag > s.mbox_bytes)
+    return r.error(kInvalidParameters);
+  if (r.tx.size() < total || total < kRetrieveRequestMin) return r.error(kInvalidParameters);
+  const std::span<const uint8_t> req = r.tx.first(total);
   uint64_t handle = 0;
   uint32_t ep_count = 0;
   get_u64(req, 8, &handle);
   get_u32(req, 28, &ep_count);
   // The Normal world is never a borrower of its own memory (ours: DENIED).
-  if (ep_count != 0) return set_error(out, kDenied);
+  if (ep_count != 0) return r.error(kDenied);
   const Transaction* t = find(handle);
   if (!t || !t->complete) {
-    h.broke(kFfaSpmcRetrieveHyp, "no transaction %#llx", static_cast<unsigned long long>(handle));
-    return set_error(out, kInvalidParameters);
+    r.h.broke(kFfaSpmcRetrieveHyp, "no transaction %#llx", static_cast<unsigned long long>(handle));
+    return r.error(kInvalidParameters);
   }
-  if (rx_full_) return set_error(out, kBusy);
+  if (s.rx_full) return r.error(kBusy);
   // Describe the pages not yet reclaimed, as runs within each constituent.
-  uint32_t n = 0;
-  uint64_t base = 0;
-  for (uint32_t i = 0; i < t->n_ranges; ++i) {
-    for (uint32_t p = 0; p < t->ranges[i].pages; ++p) {
-      if (t->page_reclaimed(static_cast<uint32_t>(base + p))) continue;
-      const uint64_t pa = t->ranges[i].address + static_cast<uint64_t>(p) * kFfaPage;
-      if (n > 0 && scratch_[n - 1].address + static_cast<uint64_t>(scratch_[n - 1].pages) * kFfaPage == pa &&
-          p > 0 && !t->page_reclaimed(static_cast<uint32_t>(base + p - 1))) {
-        ++scratch_[n - 1].pages;
-      } else {
-        if (n == kMaxRanges) return set_error(out, kNoMemory);
-        scratch_[n++] = {pa, 1, 0};
-      }
-    }
-    base += t->ranges[i].pages;
+  const uint32_t n = unreclaimed_runs(*t, nullptr);
+  if (n > kMaxRanges) return r.error(kNoMemory);
+  const Layout l = layout_for(s.ns_version);
+  const uint64_t len = region_size(response_spec(*t, l, nullptr, n));
+  s.resp_len = len > kMaxDescBytes ? 0 : static_cast<uint32_t>(len);
+  if (s.resp_len == 0) return r.error(kNoMemory);
+  r.ans.respond = slot_of(t);
+  r.ans.respond_layout = l;
+  if (s.fault == Fault::kBogusDesc) {
+    s.fault = Fault::kNone;
+    r.ans.bogus = true;
+    r.ans.bogus_address = s.fault_value;
   }
-  DescSpec s;
-  s.layout = layout_for(ns_version_);
-  s.sender = t->sender;
-  s.n_receivers = t->n_receivers;
-  for (uint32_t i = 0; i < t->n_receivers; ++i) s.receivers[i] = {t->recv_id[i], t->recv_perms[i], 0, 0, 0};
-  s.attributes = t->attributes;
-  s.flags = static_cast<uint32_t>(t->kind) << 3;  // transaction type, Table 10.22 bits [4:3]
-  s.tag = t->tag;
-  s.handle = t->handle;
-  s.n_ranges = n;
-  s.ranges = scratch_;
-  resp_len_ = static_cast<uint32_t>(build_region(s, std::span<uint8_t>(resp_, kMaxDescBytes)));
-  if (resp_len_ == 0) return set_error(out, kNoMemory);
-  if (fault_ == Fault::kBogusDesc) {
-    fault_ = Fault::kNone;
-    MemRegion r;
-    parse_region(std::span<const uint8_t>(resp_, resp_len_), resp_len_, s.layout, &r, false);
-    put_u64(std::span<uint8_t>(resp_, kMaxDescBytes), r.ranges_off, fault_value_);
-  }
-  resp_handle_ = t->handle;
-  resp_sent_ = 0;
-  resp_active_ = true;
-  h.pass(kFfaSpmcRetrieveHyp);
-  write_retrieve_chunk(out, true);
+  s.resp_handle = t->handle;
+  s.resp_sent = 0;
+  s.resp_active = true;
+  r.h.pass(kFfaSpmcRetrieveHyp);
+  retrieve_chunk(r, true);
 }
 
-void Spmc::reclaim(const uint64_t* a, uint64_t* out, Hits* hits) {
-  Hits scratch;
-  Hits& h = hits ? *hits : scratch;
-  const uint64_t handle = handle_of(a[1], a[2]);
-  const uint32_t flags = w(a[3]);
+// --- Reclaiming ---------------------------------------------------------------------------
+
+void Spmc::reclaim(Reply& r) const {
+  Hits& h = r.h;
+  const uint64_t handle = r.a.handle();
+  const uint32_t flags = r.a.w3();
   // Flags: bit 0 zero memory, bit 1 time slicing; [31:2] MBZ.
   if (flags & ~(kReclaimZero | kReclaimTimeSlice)) {
     h.broke(kFfaSpmcReclaimFlags, "flags %#x", flags);
-    return set_error(out, kInvalidParameters);
+    return r.error(kInvalidParameters);
   }
-  Transaction* t = find_mut(handle);
+  const Transaction* t = find(handle);
   // The handle names a complete transaction whose owner is the caller.
   if (!t || !t->complete || t->sender != kHostId) {
     h.broke(kFfaSpmcReclaimHandle, "no transaction %#llx", static_cast<unsigned long long>(handle));
-    return set_error(out, kInvalidParameters);
+    return r.error(kInvalidParameters);
   }
   h.pass(kFfaSpmcReclaimHandle);
   if (t->any_retrieved()) {
     h.broke(kFfaSpmcReclaimRetrieved, "handle %#llx retrieved", static_cast<unsigned long long>(handle));
-    return set_error(out, kDenied);
+    return r.error(kDenied);
   }
   h.pass(kFfaSpmcReclaimRetrieved);
   // Zeroing shared memory is not the lender's to ask (ours: mirrors DESC:FLAGS).
   if ((flags & kReclaimZero) && t->kind == MemKind::kShare) {
     h.broke(kFfaSpmcReclaimFlags, "zero flag on a share");
-    return set_error(out, kInvalidParameters);
+    return r.error(kInvalidParameters);
   }
   h.pass(kFfaSpmcReclaimFlags);
-  if (flags & kReclaimZero) {
-    uint64_t base = 0;
-    for (uint32_t i = 0; i < t->n_ranges; ++i) {
-      for (uint32_t p = 0; p < t->ranges[i].pages; ++p)
-        if (!t->page_reclaimed(static_cast<uint32_t>(base + p)))
-          if (uint8_t* m = phys(t->ranges[i].address + static_cast<uint64_t>(p) * kFfaPage, kFfaPage))
-            for (uint64_t k = 0; k < kFfaPage; ++k) m[k] = 0;
-      base += t->ranges[i].pages;
-    }
-  }
-  if (resp_active_ && resp_handle_ == t->handle) resp_active_ = false;
-  t->live = false;
-  set_success(out);
+  r.ans.slot = slot_of(t);
+  r.ans.tx = *t;
+  r.ans.tx.live = false;
+  r.ans.zero_released = flags & kReclaimZero;
+  if (r.s().resp_active && r.s().resp_handle == t->handle) r.s().resp_active = false;
+  r.success();
 }
 
-void Spmc::reclaim2(const uint64_t* in, uint64_t* out, Hits* hits) {
-  Hits scratch;
-  Hits& h = hits ? *hits : scratch;
+// R2:PROFILE as EL3 checks a RECLAIM2 of transaction t: the descriptor list
+// (as the Relayer checks it), each descriptor inside t and disjoint from the
+// others, the flags against t's kind, no borrower, every page asked for still
+// held. Returns 0 or the error.
+int32_t Spmc::reclaim2_refusal(const Reclaim2Args& args, std::span<const uint8_t> tx, const Transaction& t,
+                               const Reclaim2Checks& check, Hits& h) const {
   const Reclaim2Abi& P = kReclaim2;
-  const uint64_t handle = handle_of(in[P.reg_handle_lo], in[P.reg_handle_hi]);
-  const uint32_t flags = w(in[P.reg_flags]);
-  const uint32_t off = w(in[P.reg_offset]);
-  const uint32_t count = w(in[P.reg_count]);
-  const uint64_t index = P.page_index_is_64bit ? in[P.reg_page_index] : w(in[P.reg_page_index]);
-  const uint32_t total = w(in[P.reg_total]);
-  if (flags & ~P.flags_allowed) {
-    h.broke(kFfaR2Flags, "flags %#x", flags);
-    return set_error(out, P.err_args);
-  }
-  if (off % P.offset_align) {
-    h.broke(kFfaR2OffsetAlign, "offset %#x not %u-aligned", off, P.offset_align);
-    return set_error(out, P.err_args);
-  }
-  h.pass(kFfaR2OffsetAlign);
-  if (count == 0 || (P.max_count && count > P.max_count)) {
-    h.broke(kFfaR2Count, "count %u", count);
-    return set_error(out, P.err_args);
-  }
-  h.pass(kFfaR2Count);
-  if (!mapped_) {
-    h.broke(kFfaMboxTxRequired, "no TX buffer");
-    return set_error(out, kDenied);
-  }
-  if (static_cast<uint64_t>(off) + static_cast<uint64_t>(count) * P.desc_size > mbox_bytes_) {
-    h.broke(kFfaR2Bounds, "offset %#x + %u descriptors > TX %#llx", off, count,
-            static_cast<unsigned long long>(mbox_bytes_));
-    return set_error(out, P.err_args);
-  }
-  h.pass(kFfaR2Bounds);
-  Transaction* t = find_mut(handle);
-  if (!t || !t->complete || t->sender != kHostId) {
-    h.broke(kFfaR2Handle, "no transaction %#llx", static_cast<unsigned long long>(handle));
-    return set_error(out, P.err_handle);
-  }
-  h.pass(kFfaR2Handle);
-  std::span<const uint8_t> txb(phys(tx_pa_, mbox_bytes_), mbox_bytes_);
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    Constituent c;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * P.desc_size, &c);
-    if ((P.desc_reserved_mbz && c.reserved) || c.pages == 0 || c.address % kFfaPage ||
-        c.address > ~0ull - static_cast<uint64_t>(c.pages) * kFfaPage) {
-      h.broke(kFfaR2DescValid, "descriptor %u (%#llx, %u pages, reserved %#x)", i,
-              static_cast<unsigned long long>(c.address), c.pages, c.reserved);
-      return set_error(out, P.err_args);
-    }
-    sum += c.pages;
-  }
-  h.pass(kFfaR2DescValid);
-  if (sum != total) {
-    h.broke(kFfaR2Total, "total %u != sum %llu", total, static_cast<unsigned long long>(sum));
-    return set_error(out, P.err_args);
-  }
-  h.pass(kFfaR2Total);
-  Constituent first;
-  read_constituent(txb, off, &first);
-  if (index >= first.pages) {
-    h.broke(kFfaR2PageIndex, "page index %llu >= %u", static_cast<unsigned long long>(index), first.pages);
-    return set_error(out, P.err_args);
-  }
-  h.pass(kFfaR2PageIndex);
-  for (uint32_t i = 0; i < count; ++i) {
-    Constituent ci;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * P.desc_size, &ci);
-    const uint64_t ei = ci.address + static_cast<uint64_t>(ci.pages) * kFfaPage;
+  const Reclaim2List list = read_reclaim2_list(tx, args);
+  if (!check.descriptors_valid(list) || !check.total_matches(list) || !check.page_index_in_first(list))
+    return P.err_args;
+  for (uint32_t i = 0; i < args.count; ++i) {
+    const Constituent ci = reclaim2_descriptor(tx, args, i);
+    const uint64_t ei = ci.address + uint64_t{ci.pages} * kFfaPage;
     for (uint32_t j = 0; j < i; ++j) {
-      Constituent cj;
-      read_constituent(txb, off + static_cast<uint64_t>(j) * P.desc_size, &cj);
-      if (ci.address < cj.address + static_cast<uint64_t>(cj.pages) * kFfaPage && cj.address < ei) {
+      const Constituent cj = reclaim2_descriptor(tx, args, j);
+      if (ci.address < cj.address + uint64_t{cj.pages} * kFfaPage && cj.address < ei) {
         h.broke(kFfaR2Overlap, "descriptors %u and %u overlap", j, i);
-        return set_error(out, P.err_args);
+        return P.err_args;
       }
     }
     bool inside = false;
-    for (uint32_t k = 0; k < t->n_ranges && !inside; ++k) {
-      const uint64_t a = t->ranges[k].address, e = a + static_cast<uint64_t>(t->ranges[k].pages) * kFfaPage;
+    for (uint32_t k = 0; k < t.n_ranges && !inside; ++k) {
+      const uint64_t a = t.ranges[k].address, e = a + uint64_t{t.ranges[k].pages} * kFfaPage;
       inside = ci.address >= a && ei <= e;
     }
     if (!inside) {
       h.broke(kFfaR2NotInTx, "descriptor %u (%#llx, %u pages) not in the transaction", i,
               static_cast<unsigned long long>(ci.address), ci.pages);
-      return set_error(out, P.err_not_in_tx);
+      return P.err_not_in_tx;
     }
   }
   h.pass(kFfaR2Overlap);
   h.pass(kFfaR2NotInTx);
-  if ((flags & kReclaimZero) && t->kind == MemKind::kShare) {
+  if ((args.flags & kReclaimZero) && t.kind == MemKind::kShare) {
     h.broke(kFfaR2Flags, "zero flag on a share");
-    return set_error(out, P.err_args);
+    return P.err_args;
   }
   h.pass(kFfaR2Flags);
-  if (t->any_retrieved()) {
-    h.broke(kFfaR2Retrieved, "handle %#llx retrieved", static_cast<unsigned long long>(handle));
-    return set_error(out, P.err_retrieved);
+  if (t.any_retrieved()) {
+    h.broke(kFfaR2Retrieved, "handle %#llx retrieved", static_cast<unsigned long long>(args.handle));
+    return P.err_retrieved;
   }
   h.pass(kFfaR2Retrieved);
-  // Every page asked for is still held.
-  for (uint32_t i = 0; i < count; ++i) {
-    Constituent c;
-    read_constituent(txb, off + static_cast<uint64_t>(i) * P.desc_size, &c);
-    for (uint64_t p = i == 0 ? index : 0; p < c.pages; ++p) {
-      const int64_t k = t->page_index(c.address + p * kFfaPage);
-      if (k < 0 || t->page_reclaimed(static_cast<uint32_t>(k))) {
+  for (uint32_t i = 0; i < args.count; ++i) {
+    const Constituent c = reclaim2_descriptor(tx, args, i);
+    for (uint64_t p = i == 0 ? args.page_index : 0; p < c.pages; ++p) {
+      const int64_t k = t.page_index(c.address + p * kFfaPage);
+      if (k < 0 || t.page_reclaimed(static_cast<uint32_t>(k))) {
         h.broke(kFfaR2Reclaimed, "page %#llx already reclaimed",
                 static_cast<unsigned long long>(c.address + p * kFfaPage));
-        return set_error(out, P.err_reclaimed);
+        return P.err_reclaimed;
       }
     }
   }
   h.pass(kFfaR2Reclaimed);
-  uint64_t asked = total - index, n = asked;
-  if (fault_ == Fault::kShortCount) {
-    fault_ = Fault::kNone;
-    if (fault_value_ < asked) n = fault_value_;
+  return 0;
+}
+
+void Spmc::reclaim2(Reply& r) const {
+  Hits& h = r.h;
+  SpmcSession& s = r.s();
+  const Reclaim2Abi& P = kReclaim2;
+  const Reclaim2Args args = Reclaim2Args::of(r.a.x);
+  const Reclaim2Checks check(args, h);
+  if (!check.flags_mbz() || !check.offset_aligned() || !check.count_in_range()) return r.error(P.err_args);
+  if (!s.mapped) {
+    h.broke(kFfaMboxTxRequired, "no TX buffer");
+    return r.error(kDenied);
   }
-  const uint64_t done = for_each_reclaim2_page(txb, off, count, index, n, [&](uint64_t pa) {
-    const uint32_t k = static_cast<uint32_t>(t->page_index(pa));
-    t->reclaimed[k / 64] |= 1ull << (k % 64);
-    ++t->reclaimed_count;
-    if (flags & kReclaimZero)
-      if (uint8_t* m = phys(pa, kFfaPage))
-        for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
+  if (!check.list_inside(s.mbox_bytes)) return r.error(P.err_args);
+  const Transaction* t = find(args.handle);
+  if (!t || !t->complete || t->sender != kHostId) {
+    h.broke(kFfaR2Handle, "no transaction %#llx", static_cast<unsigned long long>(args.handle));
+    return r.error(P.err_handle);
+  }
+  h.pass(kFfaR2Handle);
+  if (const int32_t err = reclaim2_refusal(args, r.tx, *t, check, h)) return r.error(err);
+  // R2:RESULT: the first pages asked for, in list order (fewer when
+  // SHORT_COUNT is armed; LONG_COUNT reports more than were reclaimed).
+  const uint64_t asked = args.pages_asked();
+  uint64_t n = asked;
+  if (s.fault == Fault::kShortCount) {
+    s.fault = Fault::kNone;
+    if (s.fault_value < asked) n = s.fault_value;
+  }
+  r.ans.slot = slot_of(t);
+  r.ans.tx = *t;
+  r.ans.zero_released = args.flags & kReclaimZero;
+  Transaction& after = r.ans.tx;
+  const uint64_t done = for_each_reclaim2_page(r.tx, args, n, [&](uint64_t pa) {
+    after.mark_reclaimed(static_cast<uint32_t>(after.page_index(pa)));
+    ++after.reclaimed_count;
     return true;
   });
   uint64_t reported = done;
-  if (fault_ == Fault::kLongCount) {
-    fault_ = Fault::kNone;
-    reported += fault_value_;
+  if (s.fault == Fault::kLongCount) {
+    s.fault = Fault::kNone;
+    reported += s.fault_value;
   }
-  if (t->reclaimed_count == t->total_pages) {
-    if (resp_active_ && resp_handle_ == t->handle) resp_active_ = false;
-    t->live = false;
+  // R2:EQUIVALENCE: the handle ends with its last page.
+  if (after.reclaimed_count == after.total_pages) {
+    if (s.resp_active && s.resp_handle == after.handle) s.resp_active = false;
+    after.live = false;
     h.pass(kFfaR2Equivalence);
   }
-  set_success(out, reported);
+  r.success(reported);
 }
 
-void Spmc::sp_retrieve(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits* hits) {
-  Transaction* t = find_mut(handle);
-  if (!t || !t->complete) return set_error(out, kInvalidParameters);
-  for (uint32_t i = 0; i < t->n_receivers; ++i)
-    if (t->recv_id[i] == sp) {
+// --- The borrower (HARNESS:SP) -------------------------------------------------------------
+
+void Spmc::answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& ans) const {
+  ans.reset(session_);
+  const Transaction* t = find(handle);
+  if (!t || !t->complete) return set_error(ans.out, kInvalidParameters);
+  for (uint32_t i = 0; i < t->n_receivers; ++i) {
+    if (t->recv_id[i] != sp) continue;
+    if (retrieve) {
       // ours: a region partly reclaimed can no longer be retrieved.
-      if (t->retrieved[i] || t->reclaimed_count) return set_error(out, kDenied);
-      t->retrieved[i] = true;
-      return set_success(out);
+      if (t->retrieved[i] || t->reclaimed_count) return set_error(ans.out, kDenied);
+    } else if (!t->retrieved[i]) {
+      continue;
     }
-  set_error(out, kInvalidParameters);
+    ans.slot = slot_of(t);
+    ans.tx = *t;
+    ans.tx.retrieved[i] = retrieve;
+    return set_success(ans.out);
+  }
+  set_error(ans.out, kInvalidParameters);
 }
 
-void Spmc::sp_relinquish(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits* hits) {
-  Transaction* t = find_mut(handle);
-  if (!t || !t->complete) return set_error(out, kInvalidParameters);
-  for (uint32_t i = 0; i < t->n_receivers; ++i)
-    if (t->recv_id[i] == sp && t->retrieved[i]) {
-      t->retrieved[i] = false;
-      return set_success(out);
-    }
-  set_error(out, kInvalidParameters);
+void Spmc::sp_retrieve(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits*) {
+  SpmcAnswer ans;
+  answer_sp(true, handle, sp, ans);
+  apply(ans, {});
+  for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
 }
 
-void Spmc::digest(Fnv1a& h) const {
+void Spmc::sp_relinquish(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits*) {
+  SpmcAnswer ans;
+  answer_sp(false, handle, sp, ans);
+  apply(ans, {});
+  for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
+}
+
+// --- The digest ------------------------------------------------------------------------------
+
+void Spmc::digest(Fnv1a& h, TableOverlay o) const {
+  auto entry = [&](uint32_t i) -> const Transaction& {
+    return static_cast<int32_t>(i) == o.slot ? *o.tx : tx_[i];
+  };
   uint32_t n = 0;
-  for (const Transaction& t : tx_) n += t.live;
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) n += entry(i).live;
   h.u32(n);
   uint64_t last = 0;
   for (uint32_t k = 0; k < n; ++k) {
     // Next live transaction in ascending handle order.
     const Transaction* best = nullptr;
-    for (const Transaction& t : tx_)
+    for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+      const Transaction& t = entry(i);
       if (t.live && (k == 0 || t.handle > last) && (!best || t.handle < best->handle)) best = &t;
+    }
     const Transaction& t = *best;
     last = t.handle;
     h.u64(t.handle);

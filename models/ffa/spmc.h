@@ -1,26 +1,50 @@
 // The SPMC model (the EL3 side): answers an SMC from the Normal world given
 // x0..x17. RX/TX mailboxes, a fixed-capacity transaction table keyed by handle
 // with per-4K-page reclaim state, fragment reassembly, the memory ABIs incl.
-// FFA_MEM_RECLAIM2 (reclaim2_profile.h) and a one-shot misbehaviour knob.
+// FFA_MEM_RECLAIM2 (reclaim2_abi.h) and a one-shot misbehaviour knob.
 // Deterministic; no exceptions, RTTI or allocation (SPEC.md SPMC:*).
+//
+// Every SMC is decided on a const SPMC (answer: the registers, the rules, and
+// the change as an SpmcAnswer) and then applied (apply); smc() does both. The
+// proxy model asks answer() what EL3 would say without changing anything.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "models/ffa/desc.h"
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/ffa_spec.h"
+#include "models/ffa/desc.h"
 #include "models/ffa/hits.h"
+#include "models/ffa/regs.h"
 
 namespace kconform::ffa {
 
-inline constexpr uint32_t kNumRegs = 18;
+struct Reclaim2Args;
+class Reclaim2Checks;
+
 inline constexpr uint32_t kMaxTransactions = 16;   // ours: SPMC table size
 inline constexpr uint32_t kMaxTxPages = 4096;      // ours: 4K pages one transaction may hold
 inline constexpr uint32_t kMaxDescBytes = 8192;    // ours: largest descriptor the SPMC reassembles
 inline constexpr uint32_t kMaxSps = 4;
 inline constexpr uint64_t kHandleBase = 1ull << 63;  // ours: bit 63 set = allocated by the SPMC
+
+// FFA_RXTX_MAP w3: [5:0] the buffers' size in 4K pages, [31:6] reserved.
+inline constexpr uint32_t kRxtxPagesMask = 0x3f;
+inline constexpr uint32_t rxtx_pages(uint32_t w3) { return w3 & kRxtxPagesMask; }
+inline constexpr bool rxtx_reserved_set(uint32_t w3) { return (w3 & ~kRxtxPagesMask) != 0; }
+// FFA_PARTITION_INFO_GET w5: bit 0 count only, [31:1] MBZ.
+inline constexpr uint32_t kPartitionInfoCountOnly = 1u << 0;
+
+// The UUID the SPMC model gives partition id, in FFA_PARTITION_INFO_GET w1..w4
+// order (ours: "kcon" "form" 0 id).
+inline constexpr uint32_t kSpUuidWord0 = 0x6b636f6e, kSpUuidWord1 = 0x666f726d;
+inline void sp_uuid(uint16_t id, uint32_t u[4]) {
+  u[0] = kSpUuidWord0;
+  u[1] = kSpUuidWord1;
+  u[2] = 0;
+  u[3] = id;
+}
 
 struct SpmcConfig {
   uint32_t version = kVersion12;  // what FFA_VERSION answers
@@ -54,10 +78,66 @@ struct Transaction {
   uint32_t received = 0;
 
   bool page_reclaimed(uint32_t i) const { return reclaimed[i / 64] >> (i % 64) & 1; }
+  void mark_reclaimed(uint32_t i) { reclaimed[i / 64] |= 1ull << (i % 64); }
   bool any_retrieved() const;
   // Index of the 4K page at pa among the transaction's pages (constituent
   // order), or -1.
   int64_t page_index(uint64_t pa) const;
+};
+
+// The Normal world's side of the SPMC: its mailbox pair, the exchanges in
+// flight through it, the next handle and the armed fault.
+struct SpmcSession {
+  uint32_t ns_version = kVersion10;  // negotiated with FFA_VERSION
+  bool mapped = false;
+  uint64_t tx_pa = 0, rx_pa = 0, mbox_bytes = 0;
+  bool rx_full = false;  // the Normal world owns RX (data waiting for RX_RELEASE)
+  uint64_t next_handle = kHandleBase | 1;
+  // In-flight fragmented send.
+  bool sending = false;
+  uint64_t send_handle = 0;
+  // In-flight fragmented retrieve response.
+  bool resp_active = false;
+  uint64_t resp_handle = 0;
+  uint32_t resp_len = 0, resp_sent = 0;
+  Fault fault = Fault::kNone;
+  uint64_t fault_value = 0;
+};
+
+// A transaction table seen with one slot replaced (what a decided but not yet
+// applied answer leaves): slot < 0 is the table as it is.
+struct TableOverlay {
+  int32_t slot = -1;
+  const Transaction* tx = nullptr;
+};
+
+// What one SMC does: the registers it answers, the session after it, the one
+// transaction it changes, and what it writes into memory.
+struct SpmcAnswer {
+  uint64_t out[kNumRegs] = {};
+  SpmcSession after;
+  // The transaction the call changes (slot < 0: none) and its value after
+  // (live == false: freed).
+  int32_t slot = -1;
+  Transaction tx;
+  bool zero_released = false;  // zero the 4K pages the call takes back from it
+  // TX [0, send_len) is copied into the reassembly buffer at send_from.
+  uint32_t send_from = 0, send_len = 0;
+  // The retrieve response of transaction `respond` is built (with constituent
+  // 0 moved to bogus_address if bogus) ...
+  int32_t respond = -1;
+  Layout respond_layout = Layout::kV12;
+  bool bogus = false;
+  uint64_t bogus_address = 0;
+  // ... and response[rx_from, rx_from + rx_len) written into RX.
+  bool rx_chunk = false;
+  uint32_t rx_from = 0, rx_len = 0;
+  // FFA_PARTITION_INFO_GET: n_partitions descriptors of partition_size bytes into RX.
+  bool rx_partitions = false;
+  uint32_t n_partitions = 0, partition_size = 0;
+  uint16_t partitions[kMaxSps] = {};
+
+  void reset(const SpmcSession& s);
 };
 
 class Spmc {
@@ -69,89 +149,92 @@ class Spmc {
   void rebind(std::span<uint8_t> phys) { phys_ = phys; }
   // An SMC from the Normal world (the hypervisor / host, endpoint 0).
   void smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits = nullptr);
+  // What that SMC would do, changing nothing: tx is what the caller's TX
+  // buffer holds (the bytes the call may read), s the session to answer in
+  // (session(), or what earlier answers not yet applied left).
+  void answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
+              Hits& hits) const;
+  // Makes an answer so; tx as given to answer().
+  void apply(const SpmcAnswer& ans, std::span<const uint8_t> tx);
   // As the secure partition sp: retrieve / relinquish the memory of handle.
   void sp_retrieve(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits* hits = nullptr);
   void sp_relinquish(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits* hits = nullptr);
+  void answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& ans) const;
   void arm(Fault f, uint64_t value) {
-    fault_ = f;
-    fault_value_ = value;
+    session_.fault = f;
+    session_.fault_value = value;
   }
-  Fault armed() const { return fault_; }
+  Fault armed() const { return session_.fault; }
 
   // The FF-A error a complete send descriptor would get (0 if none), without
   // changing anything. desc is the whole descriptor.
   int32_t check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits) const;
+  // The retrieve response describing t's pages not yet reclaimed (in layout
+  // l; constituent 0 at bogus_address if bogus) written into out; its length.
+  uint32_t build_response(const Transaction& t, Layout l, bool bogus, uint64_t bogus_address,
+                          std::span<uint8_t> out) const;
+  // The response of the retrieve exchange in flight (what FFA_MEM_FRAG_RX sends).
+  std::span<const uint8_t> response() const { return {resp_, kMaxDescBytes}; }
+  // The Normal world's TX buffer as last mapped (empty if not in memory).
+  std::span<const uint8_t> tx_window() const;
+  // Memory the SPMC sees, or nullptr outside it.
+  const uint8_t* phys(uint64_t pa, uint64_t len) const;
 
-  const Transaction* find(uint64_t handle) const;
+  const Transaction* find(uint64_t handle, TableOverlay o = {}) const;
   const Transaction& slot(uint32_t i) const { return tx_[i]; }
+  int32_t slot_of(const Transaction* t) const { return static_cast<int32_t>(t - tx_); }
   // Whether a live transaction holds the 4K page at pa (not yet reclaimed).
-  bool page_held(uint64_t pa) const;
-  uint32_t ns_version() const { return ns_version_; }
+  bool page_held(uint64_t pa, TableOverlay o = {}) const;
+  const SpmcSession& session() const { return session_; }
+  uint32_t ns_version() const { return session_.ns_version; }
   const SpmcConfig& config() const { return cfg_; }
-  bool mailbox_mapped() const { return mapped_; }
-  uint64_t tx_pa() const { return tx_pa_; }
-  uint64_t rx_pa() const { return rx_pa_; }
-  uint64_t mailbox_bytes() const { return mbox_bytes_; }
-  bool rx_full() const { return rx_full_; }
-  uint64_t next_handle() const { return next_handle_; }
+  bool rx_full() const { return session_.rx_full; }
   // Feeds the transaction table into h (digest.h defines the record).
-  void digest(Fnv1a& h) const;
+  void digest(Fnv1a& h, TableOverlay o = {}) const;
 
  private:
-  uint8_t* phys(uint64_t pa, uint64_t len);
-  const uint8_t* phys(uint64_t pa, uint64_t len) const;
+  struct Reply;
+  uint8_t* phys_mut(uint64_t pa, uint64_t len);
   bool known_sp(uint16_t id) const;
   bool is_ns_memory(uint64_t pa, uint64_t len) const;
-  Transaction* find_mut(uint64_t handle);
-  Transaction* alloc_tx();
+  int32_t free_slot() const;
+  void new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_len) const;
+  void record(Transaction& t, std::span<const uint8_t> desc, Layout l) const;
 
-  void version(const uint64_t* in, uint64_t* out);
-  void features(const uint64_t* in, uint64_t* out);
-  void partition_info_get(const uint64_t* in, uint64_t* out);
-  void rxtx_map(const uint64_t* in, uint64_t* out);
-  void rxtx_unmap(const uint64_t* in, uint64_t* out);
-  void rx_release(const uint64_t* in, uint64_t* out);
-  void mem_send(MemKind kind, const uint64_t* in, uint64_t* out, Hits* hits);
-  void frag_tx(const uint64_t* in, uint64_t* out, Hits* hits);
-  void frag_rx(const uint64_t* in, uint64_t* out);
-  void retrieve_req(const uint64_t* in, uint64_t* out, Hits* hits);
-  void reclaim(const uint64_t* in, uint64_t* out, Hits* hits);
-  void reclaim2(const uint64_t* in, uint64_t* out, Hits* hits);
-  // Validates and records a complete descriptor held in buf_ into t.
-  int32_t finish_send(Transaction* t, Hits* hits);
-  void write_retrieve_chunk(uint64_t* out, bool first);
+  void version(Reply& r) const;
+  void features(Reply& r) const;
+  void partition_info_get(Reply& r) const;
+  void rxtx_map(Reply& r) const;
+  void rxtx_unmap(Reply& r) const;
+  void rx_release(Reply& r) const;
+  void mem_send(MemKind kind, Reply& r) const;
+  void start_send(MemKind kind, uint32_t total, std::span<const uint8_t> frag, Reply& r) const;
+  void frag_tx(Reply& r) const;
+  void frag_rx(Reply& r) const;
+  void retrieve_req(Reply& r) const;
+  void retrieve_chunk(Reply& r, bool first) const;
+  void reclaim(Reply& r) const;
+  void reclaim2(Reply& r) const;
+  int32_t reclaim2_refusal(const Reclaim2Args& args, std::span<const uint8_t> tx, const Transaction& t,
+                           const Reclaim2Checks& check, Hits& h) const;
 
   SpmcConfig cfg_;
   std::span<uint8_t> phys_;
   uint64_t phys_base_ = 0;
-  uint32_t ns_version_ = kVersion10;
-  bool mapped_ = false;
-  uint64_t tx_pa_ = 0, rx_pa_ = 0, mbox_bytes_ = 0;
-  bool rx_full_ = false;  // the Normal world owns RX (data waiting for RX_RELEASE)
+  SpmcSession session_;
   Transaction tx_[kMaxTransactions];
-  uint64_t next_handle_ = kHandleBase | 1;
-  // In-flight fragmented send.
-  bool sending_ = false;
-  uint64_t send_handle_ = 0;
-  uint8_t buf_[kMaxDescBytes] = {};
-  // In-flight fragmented retrieve response.
-  bool resp_active_ = false;
-  uint64_t resp_handle_ = 0;
-  uint32_t resp_len_ = 0, resp_sent_ = 0;
-  uint8_t resp_[kMaxDescBytes] = {};
-  Constituent scratch_[kMaxRanges];
-  Fault fault_ = Fault::kNone;
-  uint64_t fault_value_ = 0;
+  uint8_t buf_[kMaxDescBytes] = {};   // reassembly of the fragmented send in flight
+  uint8_t resp_[kMaxDescBytes] = {};  // the retrieve response in flight
 };
 
-// Helpers shared with the proxy.
+// Result frames (x0..x17), shared with the proxy model.
 void set_error(uint64_t out[], int32_t code);
 void set_success(uint64_t out[], uint64_t w2 = 0, uint64_t w3 = 0);
-inline bool is_error(const uint64_t out[]) { return (out[0] & 0xffffffffu) == kFnError; }
-inline int32_t error_code(const uint64_t out[]) { return static_cast<int32_t>(out[2] & 0xffffffffu); }
-inline bool is_success(const uint64_t out[]) {
-  return (out[0] & 0xffffffffu) == kFnSuccess32 || out[0] == kFnSuccess64;
-}
+inline bool is_error(const uint64_t out[]) { return fid_of(out) == kFnError; }
+inline int32_t error_code(const uint64_t out[]) { return static_cast<int32_t>(w32(out[2])); }
+inline bool is_success(const uint64_t out[]) { return fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64; }
+// The memory-management calls (function numbers 0x71-0x7B and RECLAIM2), the
+// ones el3_misbehave's faults apply to.
 bool is_mem_fid(uint64_t fid);
 
 }  // namespace kconform::ffa

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "models/ffa/digest.h"
-#include "models/ffa/reclaim2_profile.h"
+#include "models/ffa/reclaim2_abi.h"
 #include "models/ffa/spmc.h"
 
 namespace kconform::ffa {

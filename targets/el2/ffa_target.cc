@@ -33,9 +33,9 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/digest.h"
-#include "models/ffa/harness_ops.h"
+#include "models/ffa/scenario_ops.h"
 #include "models/ffa/model.h"
-#include "models/ffa/reclaim2_profile.h"
+#include "models/ffa/reclaim2_abi.h"
 
 namespace kconform::el2 {
 
@@ -217,7 +217,7 @@ void El2FfaTarget::begin(const Scenario&) {
 uint64_t El2FfaTarget::handle(uint64_t slot) const { return F::slot_handle(handles_, slot); }
 
 // x0..x7 of a host call, built by the same code as the FF-A model's
-// (models/ffa/harness_ops.h); x8..x17 are zero.
+// (models/ffa/scenario_ops.h); x8..x17 are zero.
 void El2FfaTarget::host_regs(const Op& op, uint64_t in[kNumRegs]) const {
   for (size_t k = 0; k < kNumRegs; ++k) in[k] = 0;
   F::host_regs(op, handles_, last_desc_len_, in);
@@ -235,7 +235,7 @@ uint64_t El2FfaTarget::write_tx(uint64_t offset, const uint8_t* data, uint64_t n
 }
 
 // tx_write, tx_mem_desc, tx_constituents: the bytes come from the model's own
-// builders (harness_ops.h tx_bytes), so both sides write the same.
+// builders (scenario_ops.h tx_bytes), so both sides write the same.
 uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
   const F::TxWrite w = F::tx_bytes(s, op);
   if (w.is_desc) last_desc_len_ = w.desc_len;

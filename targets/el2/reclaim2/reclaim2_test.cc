@@ -11,7 +11,7 @@
 
 #include "models/ffa/desc.h"
 #include "harness/scenario/ffa_spec.h"
-#include "models/ffa/reclaim2_profile.h"
+#include "models/ffa/reclaim2_abi.h"
 #include "models/ffa/spmc.h"
 #include "targets/el2/el2_handler.h"
 
