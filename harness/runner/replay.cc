@@ -129,14 +129,29 @@ int help(const char* usage) {
   return kExitClean;
 }
 
+// Parses a subcommand's flags and loads its scenario files. False: *rc is
+// what the subcommand returns (usage printed, or the error).
+bool parse_and_load(int argc, char** argv, const char* usage, std::string ReplayArgs::*required, ReplayArgs* a,
+                    std::vector<LoadedScenario>* all, int* rc) {
+  std::string error;
+  if (!parse(argc, argv, a, &error)) {
+    *rc = fail(error);
+  } else if (a->help) {
+    *rc = help(usage);
+  } else if ((a->*required).empty() || a->files.empty()) {
+    *rc = fail(usage);
+  } else if (!load_all(a->files, all, &error)) {
+    *rc = fail(error);
+  } else {
+    return true;
+  }
+  return false;
+}
+
 int cmd_pack(int argc, char** argv) {
   ReplayArgs a;
-  std::string error;
-  if (!parse(argc, argv, &a, &error)) return fail(error);
-  if (a.help) return help(kPackUsage);
-  if (a.out_dir.empty() || a.files.empty()) return fail(kPackUsage);
   std::vector<LoadedScenario> all;
-  if (!load_all(a.files, &all, &error)) return fail(error);
+  if (int rc; !parse_and_load(argc, argv, kPackUsage, &ReplayArgs::out_dir, &a, &all, &rc)) return rc;
   for (size_t n = 0; n < all.size(); ++n) {
     char name[32];
     std::snprintf(name, sizeof name, "/%06zu.kcsb", n);
@@ -154,12 +169,8 @@ int cmd_pack(int argc, char** argv) {
 
 int cmd_replay(int argc, char** argv) {
   ReplayArgs a;
-  std::string error;
-  if (!parse(argc, argv, &a, &error)) return fail(error);
-  if (a.help) return help(kReplayUsage);
-  if (a.observations.empty() || a.files.empty()) return fail(kReplayUsage);
   std::vector<LoadedScenario> all;
-  if (!load_all(a.files, &all, &error)) return fail(error);
+  if (int rc; !parse_and_load(argc, argv, kReplayUsage, &ReplayArgs::observations, &a, &all, &rc)) return rc;
 
   TargetIdentity id;
   gmem::Profile profile;

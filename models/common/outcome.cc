@@ -38,6 +38,12 @@ std::string regs_evidence(const std::array<uint64_t, 8>& regs, uint8_t mask, boo
   if (with_state) s += " state=" + hex(state);
   return s;
 }
+// "errno EINVAL" / "signal SIGBUS": an error outcome, observed or allowed.
+std::string failure(Outcome::Kind kind, int64_t value) {
+  return kind == Outcome::Kind::kErrno ? "errno " + errno_name(static_cast<int>(value))
+                                       : "signal " + signal_name(static_cast<int>(value));
+}
+
 }  // namespace
 
 std::string to_string(const Outcome& o) {
@@ -48,10 +54,8 @@ std::string to_string(const Outcome& o) {
       if (o.aux) s += " aux=" + hex(o.aux);
       break;
     case Outcome::Kind::kErrno:
-      s = "errno " + errno_name(static_cast<int>(o.value));
-      break;
     case Outcome::Kind::kSignal:
-      s = "signal " + signal_name(static_cast<int>(o.value));
+      s = failure(o.kind, o.value);
       break;
   }
   // FF-A outcomes carry registers and a state digest: show the non-zero ones.
@@ -70,10 +74,8 @@ std::string to_string(const Allowed& a) {
       if (a.check_aux) s += " aux=" + hex(a.aux);
       break;
     case Outcome::Kind::kErrno:
-      s = "errno " + errno_name(static_cast<int>(a.lo));
-      break;
     case Outcome::Kind::kSignal:
-      s = "signal " + signal_name(static_cast<int>(a.lo));
+      s = failure(a.kind, a.lo);
       break;
   }
   // FF-A: the registers the model constrains and the state it demands.

@@ -126,35 +126,7 @@ bool hit(const Expectation& e, RuleId r) {
 
 std::string source_dir() { return std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')); }
 
-// The twin of GmemRules.IdsAreUniqueAndCiteSpecLabels: every FF-A rule has a
-// unique upper-case FFA.* ID and cites clause labels (AREA:NAME) of SPEC.md.
-TEST(FfaRules, IdsAreUniqueAndCiteSpecLabels) {
-  std::ifstream in(source_dir() + "/SPEC.md");
-  std::stringstream spec;
-  spec << in.rdbuf();
-  ASSERT_FALSE(spec.str().empty());
-  std::set<std::string> ids;
-  auto rules = all_rules();
-  EXPECT_STREQ(rules[kFfaRulesBegin + 1].id, "FFA.HARNESS.SLOTS");
-  for (size_t i = kFfaRulesBegin + 1; i < kFfaRulesEnd; ++i) {
-    std::string id = rules[i].id, cite = rules[i].citation;
-    EXPECT_STREQ(rules[i].abi, "ffa") << id;
-    EXPECT_TRUE(ids.insert(id).second) << id;
-    EXPECT_EQ(id.rfind("FFA.", 0), 0u) << id;
-    EXPECT_EQ(id, [&] { std::string u = id; for (char& c : u) c = static_cast<char>(toupper(c)); return u; }()) << id;
-    ASSERT_EQ(cite.rfind("SPEC.md ", 0), 0u) << id;
-    // Every LABEL (AREA:NAME) cited must be a clause of SPEC.md.
-    std::string labels = cite.substr(8, cite.find(" (") == std::string::npos ? std::string::npos
-                                                                              : cite.find(" (") - 8);
-    std::stringstream ls(labels);
-    std::string label;
-    while (std::getline(ls, label, ',')) {
-      label.erase(0, label.find_first_not_of(' '));
-      EXPECT_NE(spec.str().find("**" + label + "**"), std::string::npos) << id << " cites " << label;
-    }
-  }
-  EXPECT_EQ(kFfaRulesEnd - kFfaRulesBegin - 1, 85u);  // rules are never deleted
-}
+// IDs and citations: models/common/rules_test.cc, for every rule of both models.
 
 // --- Every rule: a scenario and a wrong answer the oracle rejects ------------------
 

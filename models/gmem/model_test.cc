@@ -193,35 +193,7 @@ uint64_t load_digest(Session& r, uint64_t m, uint64_t off, uint64_t len) {
   return 0;
 }
 
-// ================================ rules.def ==================================
-
-TEST(GmemRules, IdsAreUniqueAndCiteSpecLabels) {
-  std::ifstream in(std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')) + "/SPEC.md");
-  std::stringstream spec;
-  spec << in.rdbuf();
-  ASSERT_FALSE(spec.str().empty());
-  std::set<std::string> ids;
-  auto rules = all_rules();
-  EXPECT_STREQ(rules[1].id, "GMEM.CREATE.SIZE");
-  for (size_t i = 1; i < kGmemRulesEnd; ++i) {
-    std::string id = rules[i].id, cite = rules[i].citation;
-    EXPECT_STREQ(rules[i].abi, "gmem") << id;
-    EXPECT_TRUE(ids.insert(id).second) << id;
-    EXPECT_EQ(id.rfind("GMEM.", 0), 0u) << id;
-    EXPECT_EQ(id, [&] { std::string u = id; for (char& c : u) c = toupper(c); return u; }()) << id;
-    ASSERT_EQ(cite.rfind("SPEC.md ", 0), 0u) << id;
-    // Every LABEL (AREA:NAME) cited must be a clause of SPEC.md.
-    std::string labels = cite.substr(8, cite.find(" (") == std::string::npos ? std::string::npos
-                                                                              : cite.find(" (") - 8);
-    std::stringstream ls(labels);
-    std::string label;
-    while (std::getline(ls, label, ',')) {
-      label.erase(0, label.find_first_not_of(' '));
-      EXPECT_NE(spec.str().find("**" + label + "**"), std::string::npos) << id << " cites " << label;
-    }
-  }
-  EXPECT_GE(kGmemRulesEnd - 1, 35u);
-}
+// rules.def: the registry test (models/common/rules_test.cc) checks every rule's ID and citation.
 
 // ========================= KVM_CREATE_VM, close_vm ============================
 
