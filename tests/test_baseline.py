@@ -28,9 +28,10 @@ def finding(rule="GMEM.A", scenario="gmem/x", release="6.18.44"):
                    observed="ok 1")
 
 
-def run_with(*findings, release="6.18.44"):
+def run_with(*findings, release="6.18.44", ran=()):
     r = TargetRun(target={"target": "host", "release": release, "profile": "gmem-base"})
     r.findings.extend(findings)
+    r.ran.update(ran)
     return r
 
 
@@ -64,7 +65,7 @@ def test_matching_finding_is_baselined_and_others_are_new():
 
 def test_entry_that_no_longer_occurs_is_reported():
     entries = [entry()]
-    stale = baseline.apply(entries, [run_with()])
+    stale = baseline.apply(entries, [run_with(ran={"gmem/x"})])  # a scenario it names ran, clean
     assert stale == entries
 
 

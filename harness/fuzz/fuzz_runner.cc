@@ -32,6 +32,27 @@ OpenTarget open_or_exit(const TargetFamily& family) {
 
 }  // namespace
 
+bool glob_match(const std::string& pattern, const std::string& text) {
+  // Iterative wildcard matching with backtracking to the last `*`.
+  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 FuzzRunner::FuzzRunner(const TargetFamily& family, const FuzzConfig& cfg, Mode mode)
     : FuzzRunner(open_or_exit(family), cfg, mode) {}
 
@@ -43,7 +64,22 @@ FuzzRunner::FuzzRunner(OpenTarget opened, const FuzzConfig& cfg, Mode mode)
     while (std::getline(ss, id, ','))
       if (!id.empty()) known_.insert(id);
   }
+  if (const char* b = std::getenv(kEnvBaseline)) {
+    std::stringstream ss(b);
+    std::string line;
+    while (std::getline(ss, line)) {
+      const size_t tab = line.find('\t');
+      if (tab == std::string::npos || tab == 0) continue;
+      baseline_.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    }
+  }
   if (const char* l = std::getenv(kEnvKnownLog)) known_log_ = l;
+}
+
+bool FuzzRunner::baselined(const std::string& id, const std::string& scenario) const {
+  for (const auto& [rule, pattern] : baseline_)
+    if (rule == id && glob_match(pattern, scenario)) return true;
+  return false;
 }
 
 bool FuzzRunner::bounded(const Scenario& s) const {
@@ -99,12 +135,19 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
     Finding f;
     f.op = i;
     f.blamed = r.blamed;
-    f.known = true;
+    // Known as `run` knows it: every violated rule (one finding each in `run`)
+    // has a baseline entry for this scenario. Or, for the mutant bench, every
+    // blamed rule is background.
+    bool background = true;
     for (RuleId rule : r.blamed) {
       const std::string id = rule_info(rule).id;
       f.rules += (f.rules.empty() ? "" : ",") + id;
-      if (!known_.count(id)) f.known = false;
+      if (!known_.count(id)) background = false;
     }
+    bool baselined_all = !r.verdict.violated.empty();
+    for (RuleId rule : r.verdict.violated)
+      if (!baselined(rule_info(rule).id, s.name)) baselined_all = false;
+    f.known = background || baselined_all;
     f.detail = "observed " + to_string(r.observed);
     if (checked) {
       f.detail += ", expected";
@@ -124,6 +167,9 @@ int FuzzRunner::run(const uint8_t* data, size_t size) {
   Scenario s;
   std::string err;
   if (!decode_binary({data, size}, &s, &err) || !bounded(s)) return -1;
+  // What `run` reports unsupported (a seed requiring a capability or page size this
+  // build lacks) is not run here either: it would be judged by the wrong profile.
+  if (t_.target && (s.requires_caps & ~t_.target->identity().cap_bits)) return -1;
   run_scenario(s);
   return 0;
 }

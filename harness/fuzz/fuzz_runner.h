@@ -2,11 +2,12 @@
 // target: decode one input, bound it, and run it op by op through the one
 // step (harness/runner/step.h) that `run` and `replay` use, so one input is
 // judged and blamed the same way everywhere. The oracle is the crash
-// condition: an op whose blamed rules (StepResult::blamed) the baseline does
-// not all know ends the process with one SUMMARY line naming them; a known
-// finding (KCONFORM_FUZZ_KNOWN_RULES) is recorded and the input goes on, as
-// in `run`: judged while the model knows the state (also after a broken
-// invariant alone), unchecked but invariant-checked after a model violation.
+// condition: an op the baseline does not know (as `run` would not baseline
+// it: KCONFORM_FUZZ_BASELINE below) ends the process with one SUMMARY line
+// naming its blamed rules (StepResult::blamed); a known finding is recorded
+// and the input goes on, as in `run`: judged while the model knows the state
+// (also after a broken invariant alone), unchecked but invariant-checked after
+// a model violation. An input `run` would report unsupported is not run.
 // Nothing here knows an ABI: what bounds an input comes from the ABI tables
 // (harness/scenario/abi.h, EngineHints and OpSpec::bytes).
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/fuzz/mutator.h"
@@ -23,11 +25,29 @@
 
 namespace kconform::fuzz {
 
-// Environment of a fuzz process (set by `kconform fuzz`):
-//   KCONFORM_FUZZ_KNOWN_RULES  comma-separated rule IDs baselined for this target
+// Environment of a fuzz process:
+//   KCONFORM_FUZZ_BASELINE     (set by `kconform fuzz`) the baseline entries of
+//                              ci/known-findings.json that apply to this target
+//                              build (target and release already matched), one
+//                              "<rule ID>\t<scenario pattern>" per line; the
+//                              pattern has only `*` and `?` wildcards. An op is
+//                              known when every rule it violated (the verdict's
+//                              `violated`, as `run` records findings) has an
+//                              entry whose pattern matches the scenario's name:
+//                              exactly when `run` would baseline it.
+//   KCONFORM_FUZZ_KNOWN_RULES  comma-separated rule IDs: an op is known when all
+//                              its blamed rules are among them, in any scenario
+//                              (the mutant bench's background; `kconform fuzz`
+//                              sets it empty)
 //   KCONFORM_FUZZ_KNOWN_LOG    file to append "KNOWN <rules> <op call>" lines to (first per rule set)
+inline constexpr const char* kEnvBaseline = "KCONFORM_FUZZ_BASELINE";
 inline constexpr const char* kEnvKnownRules = "KCONFORM_FUZZ_KNOWN_RULES";
 inline constexpr const char* kEnvKnownLog = "KCONFORM_FUZZ_KNOWN_LOG";
+
+// Whether text matches a pattern whose only wildcards are `*` (any run of
+// characters, `/` too) and `?` (one character): Python's fnmatchcase on
+// such patterns, which is what the driver's baseline uses.
+bool glob_match(const std::string& pattern, const std::string& text);
 
 struct FuzzConfig {
   Abi abi = Abi::kGmem;
@@ -48,7 +68,7 @@ struct Finding {
   size_t op = 0;
   std::vector<RuleId> blamed;  // StepResult::blamed
   std::string rules;           // their IDs, comma-separated: the finding's name
-  bool known = false;          // every blamed rule is baselined
+  bool known = false;          // baselined (KCONFORM_FUZZ_BASELINE) or background (KCONFORM_FUZZ_KNOWN_RULES)
   std::string detail;          // observed, expected, the model's and invariants' notes
 };
 
@@ -63,7 +83,9 @@ class FuzzRunner {
   // Runs on an opened target (its model and invariants).
   FuzzRunner(OpenTarget opened, const FuzzConfig& cfg, Mode mode);
 
-  // 0: ran; -1: the input is not one this runner runs (libFuzzer: do not add to the corpus).
+  // 0: ran; -1: the input is not one this runner runs (libFuzzer: do not add to the
+  // corpus): it does not decode, is not bounded(), or requires a capability the
+  // target lacks (which `run` reports unsupported).
   int run(const uint8_t* data, size_t size);
   // Whether run() runs a decoded input: the config's ABI, at most
   // limits.max_ops ops, max_costly costly resources, and no op over max_op_bytes
@@ -77,11 +99,14 @@ class FuzzRunner {
 
  private:
   void report(const Scenario& s, const Finding& f);
+  // Whether run would baseline rule `id` violated in a scenario of this name.
+  bool baselined(const std::string& id, const std::string& scenario) const;
 
   FuzzConfig cfg_;
   Mode mode_;
   OpenTarget t_;
   std::set<std::string> known_;
+  std::vector<std::pair<std::string, std::string>> baseline_;  // (rule ID, scenario pattern)
   std::set<std::string> known_seen_;
   std::string known_log_;
 };

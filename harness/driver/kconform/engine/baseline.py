@@ -3,7 +3,13 @@
 A finding a user has triaged (a genuine kernel bug they track elsewhere, say)
 is accepted here so that their CI stays green until something new appears.
 The report still lists baselined findings, and an entry that matches nothing
-in a run that could have produced it is reported as no longer occurring.
+in a run that could have produced it is reported as no longer occurring: a run
+of its target whose release its pattern matches, in which a scenario its
+scenario pattern matches ran (a run of a subset of the corpus says nothing
+about the entries for the rest).
+
+The same entries decide what `kconform fuzz` stores (commands/fuzz.py):
+`fuzz_entries` hands the fuzz runner those of one target build.
 
 File format (JSON, ci/known-findings.json by default):
   {"format": 1,
@@ -22,6 +28,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import json
+import re
 from pathlib import Path
 
 from kconform.core.errors import ToolError
@@ -71,9 +78,20 @@ def matches(entry: dict, finding) -> bool:
             and fnmatch.fnmatchcase(finding.scenario, entry.get("scenario", "*")))
 
 
+def covers(entry: dict, run) -> bool:
+    """Whether run could have produced what entry names: its target, a release the
+    pattern matches, and at least one scenario the scenario pattern matches that
+    ran there (TargetRun.ran, plus the scenarios of its findings)."""
+    if run.name != entry["target"] or not fnmatch.fnmatchcase(run.release, entry["release"]):
+        return False
+    pattern = entry.get("scenario", "*")
+    ran = set(getattr(run, "ran", ())) | {f.scenario for f in run.findings}
+    return any(fnmatch.fnmatchcase(s, pattern) for s in ran)
+
+
 def apply(entries: list[dict], runs) -> list[dict]:
     """Marks findings covered by an entry; returns the entries that matched
-    nothing although a run of their target and release took place."""
+    nothing although the runs covered what they name (covers)."""
     used = [False] * len(entries)
     for run in runs:
         for f in run.findings:
@@ -82,10 +100,25 @@ def apply(entries: list[dict], runs) -> list[dict]:
                     f.baselined_by = e
                     used[i] = True
                     break
-    stale = []
-    for i, e in enumerate(entries):
-        relevant = any(r.name == e["target"] and fnmatch.fnmatchcase(r.release, e["release"])
-                       for r in runs)
-        if relevant and not used[i]:
-            stale.append(e)
-    return stale
+    return [e for i, e in enumerate(entries)
+            if not used[i] and any(covers(e, r) for r in runs)]
+
+
+# Scenario patterns the fuzz runner matches exactly as fnmatch.fnmatchcase does
+# (harness/fuzz/fuzz_runner.h glob_match): `*` and `?` only, printable ASCII.
+_FUZZ_SAFE = re.compile(r"[ -~]*")
+
+
+def fuzz_entries(entries: list[dict], target: str, release: str) -> list[tuple[str, str]]:
+    """(rule, scenario pattern) of the entries that apply to one target build,
+    for the fuzz runner (KCONFORM_FUZZ_BASELINE). An entry whose pattern the fuzz
+    runner cannot match exactly ([...] classes, tabs, non-ASCII) is left out: the
+    fuzz runner then stops at such a finding and the driver's replay decides."""
+    out = []
+    for e in entries:
+        pattern = e.get("scenario", "*")
+        if (e["target"] == target and fnmatch.fnmatchcase(release, e["release"])
+                and _FUZZ_SAFE.fullmatch(pattern) and "[" not in pattern and "]" not in pattern
+                and "\t" not in e["rule"] and "\n" not in e["rule"]):
+            out.append((e["rule"], pattern))
+    return out

@@ -16,8 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from kconform.core import deps
+from kconform.core import deps, procs
 from kconform.core.errors import ToolError
+from kconform.core.files import naming
 from kconform.core.paths import REPO, build_dir
 from kconform.engine.build import build_preset
 
@@ -52,9 +53,9 @@ def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, m
            f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", "-timeout=10",
            "-rss_limit_mb=4096", "-print_final_stats=1", "-reload=1",
            f"-fork={jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
-    with open(root / "fuzz.log", "w") as logf:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                             cwd=root)
+    with naming(root / "fuzz.log"), open(root / "fuzz.log", "w") as logf, \
+            procs.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                        cwd=root) as p:
         for line in p.stderr:
             logf.write(line)
             m = LIBFUZZER_LINE.search(line)
@@ -96,15 +97,23 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
                AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1", AFL_NO_AFFINITY="1", AFL_SKIP_CRASHES="1",
                AFL_IGNORE_SEED_PROBLEMS="1", AFL_FAST_CAL="1", AFL_CMPLOG_ONLY_NEW="1")
     out = root / "afl"
-    procs = []
-    for j in range(jobs):
-        role = ["-M", "main"] if j == 0 else ["-S", f"s{j}"]
-        cmd = ["afl-fuzz", "-i", str(inp), "-o", str(out), "-m", "none", "-t", "10000+", "-V", str(seconds),
-               "-x", str(FUZZ_DIR / (abi + ".dict"))] + role + ["--", str(binary)]
-        logf = open(root / f"afl-{j}.log", "w")
-        procs.append((subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=root), logf))
+    fuzzers: list[tuple[procs.Popen, object]] = []
     try:
-        while any(p.poll() is None for p, _ in procs):
+        for j in range(jobs):
+            role = ["-M", "main"] if j == 0 else ["-S", f"s{j}"]
+            cmd = ["afl-fuzz", "-i", str(inp), "-o", str(out), "-m", "none", "-t", "10000+", "-V", str(seconds),
+                   "-x", str(FUZZ_DIR / (abi + ".dict"))] + role + ["--", str(binary)]
+            logf = open(root / f"afl-{j}.log", "w")
+            try:
+                fuzzers.append((procs.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=root),
+                                logf))
+            except BaseException:
+                logf.close()
+                raise
+        # -V is AFL++'s own limit, counted from after calibration; past it and a grace for
+        # the calibration, the instances are ended (below) with their fork servers.
+        deadline = time.monotonic() + seconds + max(60, seconds // 20)
+        while any(p.poll() is None for p, _ in fuzzers) and time.monotonic() < deadline:
             time.sleep(1)
             s = afl_stats(out)
             progress.stats.update(execs=s["execs_done"], execs_per_sec=s["execs_per_sec"],
@@ -112,12 +121,10 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
                                   findings=s["saved_crashes"] + s["saved_hangs"])
             progress.show()
     finally:
-        for p, logf in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait()
+        for p, logf in fuzzers:
+            p.end()  # the afl-fuzz instance and its fork server: its whole process group
             logf.close()
-    bad = [(j, p.returncode) for j, (p, _) in enumerate(procs) if p.returncode not in (0, None)]
+    bad = [(j, p.returncode) for j, (p, _) in enumerate(fuzzers) if p.returncode not in (0, None)]
     if bad and not any(out.glob("*/fuzzer_stats")):
         tail = (root / "afl-0.log").read_text()[-2000:]
         raise ToolError(f"afl-fuzz failed (exit {bad[0][1]}):\n{tail}")
@@ -142,7 +149,7 @@ def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple
     else:
         cmd = ["afl-cmin", "-i", str(corpus), "-o", str(new), "-m", "none", "-t", "10000", "--", str(binary)]
         env = dict(env, AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+    r = procs.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
     after = sum(1 for _ in new.iterdir()) if new.exists() else 0
     if r.returncode != 0 or (before and not after):
         (root / "merge.log").write_text(r.stdout + r.stderr)

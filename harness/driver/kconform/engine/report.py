@@ -1,5 +1,15 @@
 """Reports of a run: the per-rule table, findings with their evidence, and
-machine-readable forms (JSON, KTAP, JUnit XML)."""
+machine-readable forms (JSON, KTAP, JUnit XML).
+
+One source of truth: what failed is the runs' findings (TargetRun.findings,
+engine/verdicts.py): rule violations, broken invariants, crashes and sanitizer
+reports of the code under test, guest panics, hangs and warnings. Every form is
+written from them through `rows` (one row per rule of the run's ABI, then one
+per other rule a finding names, e.g. CRASH.SANITIZER or QEMU.PANIC) and
+`finding_lines` (kind, rule, target, scenario, op, evidence, re-run command):
+a finding that is not baselined makes its row FAIL and its run fail in every
+form.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +18,20 @@ import json
 from xml.sax.saxutils import escape, quoteattr
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
+from kconform.engine.baseline import covers
 from kconform.engine.verdicts import RuleTally
 
 
+def new_findings(runs) -> list:
+    """The findings no baseline entry accepts: they fail the run."""
+    return [f for r in runs for f in r.findings if not f.baselined_by]
+
+
 def rule_status(t, findings_for_rule) -> str:
-    if t.violations:
+    if findings_for_rule or t.violations:
         if findings_for_rule and all(f.baselined_by for f in findings_for_rule):
             return "baselined"
         return "FAIL"
@@ -39,63 +56,91 @@ def run_abi(run) -> str:
     return run.target.get("profile", "").split("-", 1)[0]
 
 
-def per_rule(run, rules: list[dict]) -> list[dict]:
+def rows(run, rules: list[dict]) -> list[dict]:
+    """One row per rule of the run's ABI, then one per other rule ID a finding
+    names (crashes, guest crashes, rules of no listed ABI), each with its findings."""
     by_rule = _findings_by_rule(run)
-    rows = []
-    for r in rules:
-        if r["abi"] != run_abi(run):
-            continue
-        t = run.rules.get(r["id"])
-        if t is None:
-            t = RuleTally()
-        rows.append({"id": r["id"], "allowed": t.allowed, "forbidden": t.forbidden,
-                     "violations": t.violations,
-                     "status": rule_status(t, by_rule.get(r["id"], [])),
-                     "summary": r["summary"], "citation": r["citation"]})
-    return rows
+    known = {r["id"]: r for r in rules}
+    out = []
+    ids = [r["id"] for r in rules if r["abi"] == run_abi(run)]
+    ids += sorted(rid for rid in by_rule if rid not in ids)
+    for rid in ids:
+        t = run.rules.get(rid) or RuleTally()
+        found = by_rule.get(rid, [])
+        info = known.get(rid, {})
+        summary = info.get("summary") or (found[0].kind + ": " + found[0].expected[0]
+                                          if found and found[0].expected else rid)
+        out.append({"id": rid, "allowed": t.allowed, "forbidden": t.forbidden,
+                    "violations": max(t.violations, len(found)),
+                    "status": rule_status(t, found), "summary": summary,
+                    "citation": info.get("citation", ""), "findings": found})
+    return out
+
+
+def per_rule(run, rules: list[dict]) -> list[dict]:
+    """rows() without the finding objects (the JSON report's "rules")."""
+    return [{k: v for k, v in r.items() if k != "findings"} for r in rows(run, rules)]
+
+
+def finding_title(f) -> str:
+    where = f"op {f.op}: {f.call}" if f.op >= 0 else f.call
+    return (f"{f.kind} {f.rule} on {f.target} {f.release} in {f.scenario} "
+            f"({f.file} #{f.index}) {where}")
+
+
+def finding_lines(f) -> list[str]:
+    """A finding's evidence and how to reproduce it, one line each."""
+    out = [f"expected: {' | '.join(f.expected) or '(nothing)'}", f"observed: {f.observed}"]
+    if f.note:
+        out.append(f"note:     {f.note}")
+    if f.baselined_by:
+        out.append(f"accepted: {f.baselined_by['reason']} ({f.baselined_by['date']})")
+    if f.saved:
+        out.append(f"scenario: {f.saved}")
+    if f.rerun:
+        out.append(f"re-run:   {f.rerun}")
+    return out
 
 
 def headline(run) -> str:
     c = run.counts
     secs = run.summary.get("seconds", 0.0)
+    crashed = ", crashed" if run.summary.get("crashed") else ""
     return (f"{run.name} ({run.release}, {run.target.get('profile', '?')}): "
             f"{len(run.scenarios)} scenarios, {sum(c.values())} ops: {c['pass']} pass, "
             f"{c['violation']} violations, {c['unsupported']} unsupported, "
-            f"{c['unchecked']} unchecked, {secs:.2f} s")
+            f"{c['unchecked']} unchecked, {len(run.findings)} findings{crashed}, {secs:.2f} s")
 
 
-def print_table(console: Console, run, rules: list[dict], saved: dict, stale: list[dict]) -> None:
+def _stale_line(e: dict) -> str:
+    return (f"baselined {e['rule']} on {e['target']} {e['release']} ({e.get('scenario', '*')}) "
+            f"no longer occurs: {e['reason']}")
+
+
+def print_table(console: Console, run, rules: list[dict], stale: list[dict] | None = None) -> None:
     table = Table(title=f"kconform: {headline(run)}", title_justify="left")
     for col, just in (("rule", "left"), ("allowed", "right"), ("forbidden", "right"),
                       ("violations", "right"), ("status", "left")):
         table.add_column(col, justify=just, no_wrap=True)
-    for row in per_rule(run, rules):
+    for row in rows(run, rules):
         style = {"FAIL": "bold red", "baselined": "yellow", "not exercised": "dim"}.get(row["status"])
         table.add_row(row["id"], str(row["allowed"]), str(row["forbidden"]),
                       str(row["violations"]), row["status"], style=style)
     console.print(table)
     for f in run.findings:
-        tag = "BASELINED" if f.baselined_by else "VIOLATION"
-        console.print(f"[bold]{tag}[/bold] {f.rule} in {f.scenario} ({f.file} #{f.index}) op {f.op}: {f.call}",
-                      highlight=False, markup=True)
-        console.print(f"    expected: {' | '.join(f.expected) or '(nothing)'}", highlight=False, markup=False)
-        console.print(f"    observed: {f.observed}", highlight=False, markup=False)
-        if f.note:
-            console.print(f"    model:    {f.note}", highlight=False, markup=False)
-        if f.baselined_by:
-            b = f.baselined_by
-            console.print(f"    accepted: {b['reason']} ({b['date']})", highlight=False, markup=False)
-        path = saved.get(f.key())
-        if path:
-            console.print(f"    scenario: {path}  (re-run: ./kconform run {path})",
-                          highlight=False, markup=False)
-    for e in stale:
-        console.print(f"[yellow]NO LONGER OCCURS[/yellow] baselined {e['rule']} on {e['target']} "
-                      f"{e['release']} ({e.get('scenario', '*')}): {e['reason']}", highlight=False)
+        tag = "BASELINED" if f.baselined_by else "FAIL"
+        console.print(f"[bold]{tag}[/bold] {markup_escape(finding_title(f))}", highlight=False)
+        for line in finding_lines(f):
+            console.print("    " + line, highlight=False, markup=False)
+    for e in stale or []:
+        if covers(e, run):
+            console.print("[yellow]NO LONGER OCCURS[/yellow] " + markup_escape(_stale_line(e)),
+                          highlight=False)
 
 
 def to_json(runs, rules, stale, exit_code: int) -> str:
-    doc = {"format": 1, "exit": exit_code, "stale_baseline": stale, "runs": []}
+    doc = {"format": 1, "exit": exit_code, "new_findings": len(new_findings(runs)),
+           "stale_baseline": stale, "runs": []}
     for run in runs:
         doc["runs"].append({
             "target": run.target, "counts": run.counts, "summary": run.summary,
@@ -104,19 +149,22 @@ def to_json(runs, rules, stale, exit_code: int) -> str:
     return json.dumps(doc, indent=2)
 
 
-def to_ktap(runs, rules) -> str:
+def _ktap_comment(text: str) -> str:
+    return " ".join(text.splitlines())
+
+
+def to_ktap(runs, rules, stale: list[dict] | None = None) -> str:
     out = ["KTAP version 1", f"1..{len(runs)}"]
     for n, run in enumerate(runs, 1):
-        rows = per_rule(run, rules)
-        by_rule = _findings_by_rule(run)
-        out += ["    KTAP version 1", f"    # Subtest: {run.name}", f"    1..{len(rows)}"]
-        failed = False
-        for i, row in enumerate(rows, 1):
+        rs = rows(run, rules)
+        out += ["    KTAP version 1", f"    # Subtest: {run.name} {run.release}", f"    1..{len(rs)}"]
+        for i, row in enumerate(rs, 1):
+            if row["status"] in ("FAIL", "baselined"):
+                for f in row["findings"]:
+                    state = "baselined" if f.baselined_by else "FAIL"
+                    out.append(f"    # {state} {_ktap_comment(finding_title(f))}")
+                    out += [f"    #   {_ktap_comment(line)}" for line in finding_lines(f)]
             if row["status"] == "FAIL":
-                failed = True
-                for f in by_rule.get(row["id"], []):
-                    out.append(f"    # {f.scenario} op {f.op}: {f.call}: expected "
-                               f"{' | '.join(f.expected)}; observed {f.observed}")
                 out.append(f"    not ok {i} {row['id']}")
             elif row["status"] == "not exercised":
                 out.append(f"    ok {i} {row['id']} # SKIP not exercised")
@@ -124,27 +172,37 @@ def to_ktap(runs, rules) -> str:
                 out.append(f"    ok {i} {row['id']} # SKIP known finding (baselined)")
             else:
                 out.append(f"    ok {i} {row['id']}")
-        out.append(f"{'not ok' if failed else 'ok'} {n} {run.name}")
+        for e in stale or []:
+            if covers(e, run):
+                out.append(f"    # {_ktap_comment(_stale_line(e))}")
+        failed = any(not f.baselined_by for f in run.findings)
+        out.append(f"{'not ok' if failed else 'ok'} {n} {run.name} {run.release}")
     return "\n".join(out) + "\n"
 
 
 def to_junit(runs, rules) -> str:
     out = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
     for run in runs:
-        rows = per_rule(run, rules)
-        by_rule = _findings_by_rule(run)
-        fails = sum(r["status"] == "FAIL" for r in rows)
-        skips = sum(r["status"] in ("not exercised", "baselined") for r in rows)
-        out.append(f"  <testsuite name={quoteattr(run.name + ' ' + run.release)} tests=\"{len(rows)}\" "
+        rs = rows(run, rules)
+        fails = sum(r["status"] == "FAIL" for r in rs)
+        skips = sum(r["status"] in ("not exercised", "baselined") for r in rs)
+        out.append(f"  <testsuite name={quoteattr(run.name + ' ' + run.release)} tests=\"{len(rs)}\" "
                    f"failures=\"{fails}\" skipped=\"{skips}\" time=\"{run.summary.get('seconds', 0):.3f}\">")
-        for row in rows:
-            out.append(f"    <testcase classname={quoteattr(run.name)} name={quoteattr(row['id'])}>")
+        for row in rs:
+            out.append(f"    <testcase classname={quoteattr(run.name + ' ' + run.release)} "
+                       f"name={quoteattr(row['id'])}>")
+            text = "\n\n".join("\n".join([("" if not f.baselined_by else "(baselined) ") + finding_title(f)]
+                                         + finding_lines(f)) for f in row["findings"])
             if row["status"] == "FAIL":
-                text = "\n".join(f"{f.scenario} op {f.op}: {f.call}\nexpected: {' | '.join(f.expected)}\n"
-                                 f"observed: {f.observed}" for f in by_rule.get(row["id"], []))
-                out.append(f"      <failure message={quoteattr(row['summary'])}>{escape(text)}</failure>")
+                new = [f for f in row["findings"] if not f.baselined_by]
+                kinds = ", ".join(sorted({f.kind for f in new}))
+                out.append(f"      <failure type={quoteattr(kinds)} "
+                           f"message={quoteattr(f'{len(new)} finding(s): ' + row['summary'])}>"
+                           f"{escape(text)}</failure>")
             elif row["status"] in ("not exercised", "baselined"):
                 out.append(f"      <skipped message={quoteattr(row['status'])}/>")
+                if text:
+                    out.append(f"      <system-out>{escape(text)}</system-out>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")

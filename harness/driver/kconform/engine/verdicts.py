@@ -8,12 +8,19 @@ Record types, all with a "type" field (format 1):
             "observed", "violated"?: [id, ...], "note"?, "missing"?: [cap, ...]}
   summary  {"scenarios", "ops", "violations", "seconds"}
 verdict is one of pass, violation, unsupported, unchecked.
+
+What failed is one list: TargetRun.findings, one Finding per violated rule at
+an op, plus those added for crashes of the code under test (engine/runner.py:
+CRASH.*) and of a booted guest (targets/qemu/replay.py: QEMU.*). Every report
+form (engine/report.py), the saved reproducers and the exit status are written
+from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import defaultdict
 from typing import Iterable
 
@@ -22,10 +29,42 @@ from kconform.core.errors import ToolError
 VERDICTS = ("pass", "violation", "unsupported", "unchecked")
 FORMAT = 1
 
+# What a finding is, from its rule ID and evidence (finding_kind):
+#   violation      the target's outcome is not one the model allows (a model rule)
+#   invariant      a target invariant broke (no change on an error, stage-2 agrees with EL3, ...)
+#   sanitizer      a sanitizer report in the code under test (CRASH.SANITIZER)
+#   crash          a fatal signal in the code under test (CRASH.SIGNAL)
+#   hang           a booted guest stopped answering (QEMU.HANG, QEMU.BOOT-TIMEOUT)
+#   guest-panic    a booted guest crashed: panic, oops, early exit, agent error (QEMU.*)
+#   guest-warning  a kernel warning in a booted guest (QEMU.WARNING)
+KINDS = ("violation", "invariant", "sanitizer", "crash", "hang", "guest-panic", "guest-warning")
+_TAG = re.compile(r"\[([^\[\]]+)\]\s*$")
+
+
+def finding_kind(rule: str, expected: list[str], note: str) -> str:
+    if rule == "CRASH.SANITIZER":
+        return "sanitizer"
+    if rule.startswith("CRASH."):
+        return "crash"
+    if rule in ("QEMU.HANG", "QEMU.BOOT-TIMEOUT"):
+        return "hang"
+    if rule == "QEMU.WARNING":
+        return "guest-warning"
+    if rule.startswith("QEMU."):
+        return "guest-panic"
+    # A broken invariant's rule is added to the violated ones (harness/runner/step.cc)
+    # without licensing any allowed outcome: no "[RULE]" tag names it in expected.
+    tags = {m.group(1) for e in expected if (m := _TAG.search(e))}
+    if "invariant:" in note and rule not in tags:
+        return "invariant"
+    return "violation"
+
 
 @dataclasses.dataclass
 class Finding:
-    """One violated rule at one op: the evidence a user triages."""
+    """One violated rule (or one crash) at one op: the evidence a user triages,
+    and how to see it again (rerun: a command that reproduces it; saved: the
+    reproducer file it runs)."""
     rule: str
     target: str
     release: str
@@ -38,9 +77,21 @@ class Finding:
     observed: str
     note: str = ""
     baselined_by: dict | None = None
+    kind: str = ""      # one of KINDS (derived from rule and evidence when not given)
+    rerun: str = ""     # set by `kconform run` once the reproducer is saved
+    saved: str = ""     # the reproducer file (one per distinct finding)
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = finding_kind(self.rule, self.expected, self.note)
 
     def key(self) -> tuple:
         return (self.rule, self.target, self.release, self.scenario, self.op)
+
+    @property
+    def op_kind(self) -> str:
+        """The op's call name ("mem_reclaim2"), or "scenario" for a finding at no op."""
+        return self.call.split()[0] if self.op >= 0 and self.call.split() else "scenario"
 
 
 @dataclasses.dataclass
@@ -60,6 +111,9 @@ class TargetRun:
     rules: dict = dataclasses.field(default_factory=lambda: defaultdict(RuleTally))
     findings: list = dataclasses.field(default_factory=list)
     scenarios: set = dataclasses.field(default_factory=set)
+    # Names of the scenarios that ran on this target: at least one op not
+    # `unsupported` (what a baseline entry's scenario pattern is matched against).
+    ran: set = dataclasses.field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -113,6 +167,8 @@ class Collector:
         run = self.run
         run.counts[verdict] += 1
         run.scenarios.add((rec["file"], rec["index"]))
+        if verdict != "unsupported":
+            run.ran.add(rec.get("scenario", ""))
         if verdict == "pass":
             for rule, side in rec.get("rules", []):
                 t = run.rules[rule]
