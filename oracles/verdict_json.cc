@@ -77,13 +77,11 @@ void VerdictWriter::unsupported(const ScenarioRef& ref, size_t op_index, uint32_
   emit(r.dump());
 }
 
-void VerdictWriter::summary(size_t scenarios, size_t ops, size_t violations, double seconds) {
-  emit(json{{"type", "summary"},
-            {"scenarios", scenarios},
-            {"ops", ops},
-            {"violations", violations},
-            {"seconds", seconds}}
-           .dump());
+void VerdictWriter::summary(size_t scenarios, size_t ops, size_t violations, double seconds,
+                            const FaultReport* fault) {
+  json r{{"type", "summary"}, {"scenarios", scenarios}, {"ops", ops}, {"violations", violations}, {"seconds", seconds}};
+  if (fault) r["fault"] = json{{"spec", fault->spec}, {"fired", fault->fired}, {"scenarios", fault->scenarios}};
+  emit(r.dump());
 }
 
 }  // namespace kconform

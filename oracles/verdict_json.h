@@ -20,6 +20,15 @@ struct ScenarioRef {
   size_t index;      // its position in that file
 };
 
+// What a faulty target (targets/faulty, `run --fault`) did: its spec, how many
+// outcomes its lie changed and in how many scenarios. In the summary record as
+// "fault": {"spec", "fired", "scenarios"}; absent on a run without a fault.
+struct FaultReport {
+  std::string spec;
+  uint64_t fired = 0;
+  uint64_t scenarios = 0;
+};
+
 class VerdictWriter {
  public:
   explicit VerdictWriter(std::FILE* out) : out_(out) {}
@@ -28,7 +37,8 @@ class VerdictWriter {
   void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
           const Outcome& observed, const Verdict& verdict);
   void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps);
-  void summary(size_t scenarios, size_t ops, size_t violations, double seconds);
+  void summary(size_t scenarios, size_t ops, size_t violations, double seconds,
+               const FaultReport* fault = nullptr);
 
  private:
   void emit(const std::string& line);

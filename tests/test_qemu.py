@@ -152,7 +152,9 @@ def _fake_tree(root: Path) -> Path:
     return root
 
 
-def test_build_mirror_patches_a_copy_and_refreshes_what_a_patch_touched(tmp_path):
+def test_build_mirror_patches_a_copy_and_never_the_tree(tmp_path):
+    """The mirror: the tree hard-linked (same inodes), the patch applied to new files.
+    What make then rebuilds is decided by content (tests/test_kbuild.py)."""
     src = _fake_tree(tmp_path / "tree")
     patch = tmp_path / "p.patch"
     patch.write_text("--- a/virt/kvm/guest_memfd.c\n+++ b/virt/kvm/guest_memfd.c\n"
@@ -160,38 +162,19 @@ def test_build_mirror_patches_a_copy_and_refreshes_what_a_patch_touched(tmp_path
     old = src / "virt/kvm/guest_memfd.c"
     os.utime(old, (1_000_000, 1_000_000))
     cache = tmp_path / "cache"
-    m = kernel_build.mirror(src, "s1", "t", patch, cache, progress=lambda _m: None)
+    m, src_files, m_files = kernel_build.mirror(src, "t", patch, cache, progress=lambda _m: None)
     assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nB\nc\n"
     assert old.read_text() == "a\nb\nc\n"                 # the tree itself is never changed
     assert os.stat(m / "other.c").st_ino == os.stat(src / "other.c").st_ino
-    assert kernel_build.mirror(src, "s1", "t", patch, cache, progress=lambda _m: None) == m
-    # Back to the stock tree: the file the patch touched gets a new mtime, so an
-    # incremental make recompiles it (same content as the tree, newer than its .o).
-    m = kernel_build.mirror(src, "s1", "t", None, cache, progress=lambda _m: None)
+    assert src_files["virt/kvm/guest_memfd.c"].sha != m_files["virt/kvm/guest_memfd.c"].sha
+    assert kernel_build.mirror(src, "t", patch, cache, progress=lambda _m: None)[0] == m
+    assert os.stat(m / "other.c").st_ino == os.stat(src / "other.c").st_ino
+    # Back to the stock tree: the tree's own file again, the tree untouched.
+    m, src_files, m_files = kernel_build.mirror(src, "t", None, cache, progress=lambda _m: None)
     back = m / "virt/kvm/guest_memfd.c"
-    assert back.read_text() == "a\nb\nc\n" and back.stat().st_mtime > 2_000_000
-    assert os.stat(back).st_ino != os.stat(old).st_ino and old.stat().st_mtime == 1_000_000
-
-
-def test_build_mirror_keeps_the_mtime_of_what_the_last_build_compiled(tmp_path):
-    """A mutant of a patch: the files it shares with the last built patch keep their
-    build-time mtime (make does not recompile them), the file it changes does not."""
-    src = _fake_tree(tmp_path / "tree")
-    hunk = lambda f, a, b: f"--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-{a}\n+{b}\n"  # noqa: E731
-    gm = "--- a/virt/kvm/guest_memfd.c\n+++ b/virt/kvm/guest_memfd.c\n@@ -1,3 +1,3 @@\n a\n-b\n+{}\n c\n"
-    ref, mutant = tmp_path / "ref.patch", tmp_path / "mutant.patch"
-    ref.write_text(hunk("other.c", "x", "X") + gm.format("B"))
-    mutant.write_text(hunk("other.c", "x", "X") + gm.format("Q"))
-    cache = tmp_path / "cache"
-    m = kernel_build.mirror(src, "s1", "t", ref, cache, progress=lambda _m: None)
-    for rel in ("other.c", "virt/kvm/guest_memfd.c"):
-        os.utime(m / rel, ns=(5_000_000_000, 5_000_000_000))   # "compiled" at t=5 s
-    kernel_build.record_built(m, ["other.c", "virt/kvm/guest_memfd.c"])
-    m = kernel_build.mirror(src, "s1", "t", mutant, cache, progress=lambda _m: None)
-    assert (m / "other.c").read_text() == "X\n" and (m / "other.c").stat().st_mtime_ns == 5_000_000_000
-    assert (m / "virt/kvm/guest_memfd.c").read_text() == "a\nQ\nc\n"
-    assert (m / "virt/kvm/guest_memfd.c").stat().st_mtime > 1_000_000
-    assert (src / "other.c").stat().st_mtime_ns != 5_000_000_000      # the tree's inode untouched
+    assert back.read_text() == "a\nb\nc\n" and os.stat(back).st_ino == os.stat(old).st_ino
+    assert old.stat().st_mtime == 1_000_000
+    assert {k: v.sha for k, v in src_files.items()} == {k: v.sha for k, v in m_files.items()}
 
 
 def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
@@ -356,3 +339,71 @@ def test_patched_debian_7_3_build_boots_and_passes_the_write_profile(tmp_path):
                 "GMEM.WRITE.SRC_FAULT", "GMEM.WRITE.FLAG_REQUIRED"):
         assert rules[rid]["allowed"] + rules[rid]["forbidden"] > 0, rid
     assert run["summary"]["guest_scenarios_per_second"] > 0
+
+
+def _xz_payload(image: Path) -> bytes:
+    """The kernel inside a bzImage (CONFIG_KERNEL_XZ, as kernel.config's tinyconfig has it)."""
+    import lzma
+    data = image.read_bytes()
+    start = data.find(b"\xfd7zXZ\x00")
+    assert start > 0, f"{image}: no xz stream"
+    return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[start:])
+
+
+@pytest.mark.network
+def test_a_file_restored_with_an_older_mtime_is_rebuilt(tmp_path, monkeypatch):
+    """A user's tree (here debian:7.3's full tree, hard-linked, with its own
+    virt/kvm/binary_stats.c, a file the write patch does not touch) built with the write
+    patch; then binary_stats.c restored with other content and an OLDER mtime (as `rsync -t`
+    or `tar x` do): make would skip it by its mtime (the old main cached the image of the
+    previous content under the new key), the image must hold the new content. Then the
+    first content again, older still: the first image, cached.
+    Builds in debian:7.3's obj folder (~11 s each, after the patched build above); skipped
+    when that folder has no record of its sources (a cold build)."""
+    import uuid
+    from kconform.core.paths import cache_dir
+    why = _kernel_build_missing()
+    if why:
+        pytest.skip(why)
+    cache = cache_dir()
+    fulls = [d for d in sorted((cache / "fulltrees").glob("debian-7.3.*")) if (d / "Makefile").is_file()]
+    if not fulls:
+        pytest.skip("debian:7.3's full tree is not in the cache (the patched build above fetches it)")
+    full = fulls[-1]
+    frag = kernel_build._h(kernel_build.KERNEL_FRAGMENT.read_bytes())[:12]
+    obj = cache / "kbuild" / f"obj-{full.name}-{frag}"
+    if not (obj / kernel_build.SOURCES_MANIFEST).is_file():
+        pytest.skip(f"{obj} has no record of its sources: this check would be a cold build")
+    if os.stat(full).st_dev != os.stat(tmp_path).st_dev:
+        pytest.skip(f"{tmp_path} is not on the file system of {full}")
+    tree = tmp_path / "tree"
+    subprocess.run(["cp", "-al", str(full), str(tree)], check=True)
+    monkeypatch.setattr(kernel_build, "full_tree", lambda spec, c, progress: (tree, "test", full.name))
+    gm = tree / "virt/kvm/binary_stats.c"
+    stock = gm.read_text()
+    run_id = uuid.uuid4().hex[:12]
+
+    def put(n: int, mtime: int | None) -> bytes:
+        marker = f"kconform-restore-{run_id}-{n}"
+        tmp = gm.with_name(".binary_stats.c.restore")    # a new file: the cache's inode is shared
+        tmp.write_text(stock + f'\nstatic const char kconform_marker[] __used = "{marker}";\n')
+        os.replace(tmp, gm)
+        if mtime is not None:
+            os.utime(gm, (mtime, mtime))
+        return marker.encode()
+
+    said = []
+    build = lambda: kernel_build.build("test", str(WRITE_PATCH), progress=said.append)  # noqa: E731
+    one = put(1, None)
+    k1 = build()
+    assert one in _xz_payload(k1.image)
+    two = put(2, 1_000_000_000)                         # 2001: older than anything built
+    said.clear()
+    k2 = build()
+    body = _xz_payload(k2.image)
+    assert two in body and one not in body, "an image of the previous content was built"
+    assert k2.stamp["key"] != k1.stamp["key"] and not any("(cached" in l for l in said)
+    put(1, 900_000_000)
+    said.clear()
+    k3 = build()
+    assert k3.image == k1.image and any("(cached" in l for l in said) and one in _xz_payload(k3.image)

@@ -6,6 +6,7 @@
 //   kconform-runner rules
 //   kconform-runner ops
 //   kconform-runner targets
+//   kconform-runner faults [--fault SPEC]
 //   kconform-runner convert --to text|binary [--out-dir DIR] FILE...
 //   kconform-runner check FILE...
 //
@@ -16,12 +17,14 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,13 +41,29 @@ namespace {
 
 constexpr int kExitClean = 0, kExitViolations = 1, kExitError = 2;
 
+// An error message on stderr, every non-printable byte but a newline escaped as \xNN:
+// a NUL in a scenario file's token must not cut the message short.
+void report_error(const std::string& error) {
+  std::string out;
+  for (unsigned char c : error) {
+    if (c == '\n' || (c >= 0x20 && c < 0x7f) || c >= 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  std::fprintf(stderr, "kconform-runner: %s\n", out.c_str());
+}
+
 std::span<const TargetFamily* const> g_families;
 
 int usage(const char* why) {
   std::fprintf(stderr,
                "kconform-runner: %s\n"
                "usage: kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] FILE...\n"
-               "       kconform-runner probe [--target NAME] | rules | ops | targets\n"
+               "       kconform-runner probe [--target NAME] | rules | ops | targets | faults [--fault SPEC]\n"
                "       kconform-runner convert --to text|binary [--out-dir DIR] FILE...\n"
                "       kconform-runner check FILE...\n"
                "targets (the first is the default):\n",
@@ -127,11 +146,37 @@ int cmd_targets() {
   return kExitClean;
 }
 
+// Every --fault KIND:OP that applies, per ABI (targets/faulty: the self-test's
+// matrix); with --fault SPEC, whether SPEC applies to each ABI and why not
+// (exit 2 if it does not parse).
+int cmd_faults(const Args& a) {
+  if (a.fault.empty()) {
+    for (const AbiSpec* abi : all_abis())
+      for (const std::string& f : applicable_faults(*abi))
+        std::puts(nlohmann::json{{"abi", abi->name}, {"fault", f}}.dump().c_str());
+    return kExitClean;
+  }
+  std::string error;
+  std::optional<FaultSpec> spec = parse_fault_spec(a.fault, &error);
+  if (!spec) {
+    report_error("flag --fault: " + error);
+    return kExitError;
+  }
+  for (const AbiSpec* abi : all_abis()) {
+    error.clear();
+    const bool applies = fault_applies(*spec, *abi, &error);
+    std::puts(nlohmann::json{{"abi", abi->name}, {"fault", spec->text}, {"applies", applies}, {"why", error}}
+                  .dump()
+                  .c_str());
+  }
+  return kExitClean;
+}
+
 int cmd_probe(const Args& a) {
   OpenTarget t;
   std::string error;
   if (!open_target(a, &t, &error)) {
-    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    report_error(error);
     return kExitError;
   }
   VerdictWriter(stdout).target(t.target->identity());
@@ -142,7 +187,7 @@ int cmd_check(const Args& a) {
   std::vector<LoadedScenario> all;
   std::string error;
   if (!load_all(a.files, &all, &error)) {
-    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    report_error(error);
     return kExitError;
   }
   std::printf("%zu scenarios OK\n", all.size());
@@ -160,7 +205,7 @@ int cmd_convert(const Args& a) {
   std::vector<LoadedScenario> all;
   std::string error;
   if (!load_all(a.files, &all, &error)) {
-    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    report_error(error);
     return kExitError;
   }
   for (const LoadedScenario& ls : all) {
@@ -179,7 +224,7 @@ int cmd_convert(const Args& a) {
     std::ofstream f(path, std::ios::binary);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     if (!f) {
-      std::fprintf(stderr, "kconform-runner: cannot write %s\n", path.c_str());
+      std::fprintf(stderr, "kconform-runner: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
       return kExitError;
     }
   }
@@ -191,12 +236,12 @@ int cmd_run(const Args& a) {
   std::vector<LoadedScenario> all;
   std::string error;
   if (!load_all(a.files, &all, &error)) {
-    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    report_error(error);
     return kExitError;
   }
   OpenTarget t;
   if (!open_target(a, &t, &error)) {
-    std::fprintf(stderr, "kconform-runner: %s\n", error.c_str());
+    report_error(error);
     return kExitError;
   }
   std::FILE* out = stdout;
@@ -216,10 +261,16 @@ int cmd_run(const Args& a) {
   install_crash_marker();
   RunStats stats = run_scenarios(all, *t.model, *t.target, writer, t.invariants);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  writer.summary(stats.scenarios, stats.ops, stats.violations, secs);
+  const auto* faulty = dynamic_cast<const FaultyTarget*>(t.target.get());
+  FaultReport fault;
+  if (faulty) fault = {faulty->spec().text, faulty->fired(), faulty->scenarios_fired()};
+  writer.summary(stats.scenarios, stats.ops, stats.violations, secs, faulty ? &fault : nullptr);
   if (out != stdout) std::fclose(out);
   std::fprintf(stderr, "kconform-runner: %zu scenarios, %zu ops, %zu pass, %zu violations, %zu unsupported, %zu unchecked, %.3f s\n",
                stats.scenarios, stats.ops, stats.pass, stats.violations, stats.unsupported, stats.unchecked, secs);
+  if (faulty)
+    std::fprintf(stderr, "kconform-runner: fault %s fired %llu times in %llu scenarios\n", fault.spec.c_str(),
+                 static_cast<unsigned long long>(fault.fired), static_cast<unsigned long long>(fault.scenarios));
   return stats.violations ? kExitViolations : kExitClean;
 }
 
@@ -236,16 +287,23 @@ bool open_target(std::span<const TargetFamily* const> families, const std::strin
     *error = "flag --target: unknown target '" + name + "' (known: " + known + ")";
     return false;
   }
+  std::optional<FaultSpec> spec;
   std::string why;
+  if (!fault.empty() && !(spec = parse_fault_spec(fault, &why))) {
+    *error = "flag --fault: " + why;
+    return false;
+  }
   if (!family->open(out, &why)) {
     *error = "target " + name + ": " + why;
     return false;
   }
-  if (!fault.empty()) {
-    std::string why;
-    auto spec = parse_fault_spec(fault, &why);
-    if (!spec) {
-      *error = "flag --fault: " + why;
+  if (spec) {
+    // Refused before anything runs: a kind that cannot change this ABI's results.
+    const AbiSpec* abi = target_abi(out->target->identity());
+    if (!abi || !fault_applies(*spec, *abi, &why)) {
+      *error = "flag --fault: " + (abi ? why : "target " + name + " reports no ABI in its profile '" +
+                                                   out->target->identity().profile + "'");
+      *out = OpenTarget{};
       return false;
     }
     out->target = wrap_faulty(std::move(out->target), *spec);
@@ -264,6 +322,7 @@ int runner_main(int argc, char** argv, std::span<const TargetFamily* const> fami
   if (a.command == "rules") return cmd_rules();
   if (a.command == "ops") return cmd_ops();
   if (a.command == "targets") return cmd_targets();
+  if (a.command == "faults") return cmd_faults(a);
   if (a.command == "convert") return cmd_convert(a);
   if (a.command == "check") return cmd_check(a);
   return usage(("unknown command '" + a.command + "'").c_str());

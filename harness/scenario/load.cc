@@ -1,4 +1,8 @@
 // Shared validation and reading scenario files of either encoding.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -80,12 +84,28 @@ bool validate(const Scenario& s, std::string* error) {
 }
 
 bool load_scenario_file(const std::string& path, std::vector<Scenario>* out, std::string* error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *error = path + ": cannot open: is a folder, not a scenario file";
+    return false;
+  }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *error = path + ": cannot open";
+    int e = errno;
+    *error = path + ": cannot open: " + (e ? std::strerror(e) : "unknown error");
     return false;
   }
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.empty()) {
+    *error = path + (S_ISREG(st.st_mode) ? ": empty file, not a scenario"
+                                         : ": not a regular file and nothing could be read from it");
+    return false;
+  }
   if (data.size() >= 4 && data.compare(0, 4, kBinaryMagic, 4) == 0) {
     Scenario s;
     std::string why;

@@ -7,24 +7,29 @@
 #include <charconv>
 #include <optional>
 
-#include "harness/scenario/abi.h"
+#include "harness/scenario/ffa_abi.h"
+#include "harness/scenario/ffa_spec.h"
 
 namespace kconform {
 namespace {
 
+using Kind = FaultSpec::Kind;
+
 struct KindName {
-  FaultSpec::Kind kind;
+  Kind kind;
   std::string_view name;
 };
 constexpr KindName kKinds[] = {
-    {FaultSpec::Kind::kWrongErrno, "wrong-errno"},
-    {FaultSpec::Kind::kWrongContent, "wrong-content"},
-    {FaultSpec::Kind::kSucceed, "succeed"},
-    {FaultSpec::Kind::kFail, "fail"},
-    {FaultSpec::Kind::kWrongCount, "wrong-count"},
-    {FaultSpec::Kind::kWrongReg, "wrong-reg"},
-    {FaultSpec::Kind::kWrongState, "wrong-state"},
+    {Kind::kWrongErrno, "wrong-errno"}, {Kind::kWrongContent, "wrong-content"}, {Kind::kSucceed, "succeed"},
+    {Kind::kFail, "fail"},              {Kind::kWrongCount, "wrong-count"},     {Kind::kWrongReg, "wrong-reg"},
+    {Kind::kWrongState, "wrong-state"},
 };
+
+std::string_view kind_name(Kind kind) {
+  for (const KindName& k : kKinds)
+    if (k.kind == kind) return k.name;
+  return "?";
+}
 
 std::string kind_list() {
   std::string out;
@@ -58,89 +63,180 @@ std::string op_list() {
   return out;
 }
 
-bool eligible(FaultSpec::Kind kind, const Outcome& o) {
+// guest_memfd ops whose ok result carries content in aux, and those whose
+// value is a count or an offset (targets/README.md, the harness conventions).
+constexpr std::string_view kGmemContentOps[] = {"load", "fstat"};
+constexpr std::string_view kGmemCountOps[] = {"write", "pwrite", "pwritev", "read", "pread", "lseek"};
+
+template <size_t N>
+bool among(std::string_view op, const std::string_view (&names)[N]) {
+  for (std::string_view n : names)
+    if (n == op) return true;
+  return false;
+}
+
+// An FF-A op of the ABI table that calls no code under test ("harness: ..." in its doc).
+bool harness_op(const OpSpec& op) { return std::string_view(op.doc).rfind("harness:", 0) == 0; }
+
+// Empty if kind applies to op of abi, else why not.
+std::string why_not(Kind kind, const AbiSpec& abi, const OpSpec& op) {
+  const std::string_view name = op.name;
+  if (abi.abi == Abi::kGmem) {
+    switch (kind) {
+      case Kind::kWrongErrno:
+      case Kind::kSucceed:
+      case Kind::kFail:
+        return "";
+      case Kind::kWrongContent:
+        return among(name, kGmemContentOps) ? "" : "applies to the ops whose result carries content (load, fstat)";
+      case Kind::kWrongCount:
+        return among(name, kGmemCountOps) ? ""
+                                          : "applies to the ops that return a count or an offset (write, pwrite, "
+                                            "pwritev, read, pread, lseek)";
+      case Kind::kWrongReg:
+      case Kind::kWrongState:
+        return "is for FF-A results (registers x0..x7, the state digest); a gmem op returns a value or an errno";
+    }
+  }
+  if (abi.abi == Abi::kFfa) {
+    switch (kind) {
+      case Kind::kWrongContent:
+      case Kind::kWrongCount:
+        return "is for gmem results; an FF-A result is registers and a state digest (use wrong-reg for x2: "
+               "status, handle, count; wrong-state for the state)";
+      case Kind::kWrongState:
+        return "";
+      case Kind::kWrongErrno:
+      case Kind::kSucceed:
+      case Kind::kFail:
+      case Kind::kWrongReg:
+        return harness_op(op) ? "'" + std::string(name) +
+                                    "' is a harness op (no FF-A call of the code under test): only wrong-state "
+                                    "applies to it"
+                              : "";
+    }
+  }
+  return "does not apply to the " + std::string(abi.name) + " ABI";
+}
+
+// How an op's result reads: gmem (value or errno); FF-A (FFA_ERROR with the
+// status in w2, else FFA_SUCCESS and its values from w2); FFA_VERSION (SPEC.md
+// VERSION:FORMAT: the version, or NOT_SUPPORTED, in w0, never an FFA_ERROR frame).
+enum class Form { kGmem, kFfa, kFfaVersion };
+
+bool is_ffa_error(const Outcome& o, Form form) {
+  if (o.kind != Outcome::Kind::kOk) return false;
+  if (form == Form::kFfaVersion) return static_cast<int32_t>(o.regs[0] & 0xffffffffu) < 0;  // bit 31 MBZ
+  return (o.regs[0] & 0xffffffffu) == ffa::kFnError;
+}
+
+bool eligible(Kind kind, const Outcome& o, Form form) {
+  const bool ffa = form != Form::kGmem;
   switch (kind) {
-    case FaultSpec::Kind::kWrongErrno:
-    case FaultSpec::Kind::kSucceed:
-      return o.kind == Outcome::Kind::kErrno;
-    case FaultSpec::Kind::kWrongContent:
-    case FaultSpec::Kind::kFail:
-    case FaultSpec::Kind::kWrongCount:
-    case FaultSpec::Kind::kWrongReg:
-    case FaultSpec::Kind::kWrongState:
+    case Kind::kWrongErrno:
+    case Kind::kSucceed:
+      return ffa ? is_ffa_error(o, form) : o.kind == Outcome::Kind::kErrno;
+    case Kind::kFail:
+      return o.kind == Outcome::Kind::kOk && !(ffa && is_ffa_error(o, form));
+    case Kind::kWrongContent:
+    case Kind::kWrongCount:
+    case Kind::kWrongReg:
+    case Kind::kWrongState:
       return o.kind == Outcome::Kind::kOk;
   }
   return false;
 }
 
-Outcome perturb(FaultSpec::Kind kind, Outcome o, int64_t page) {
+uint64_t with_status(uint64_t x2, int32_t code) {
+  return (x2 & ~uint64_t{0xffffffff}) | static_cast<uint32_t>(code);
+}
+
+Outcome perturb(Kind kind, Outcome o, int64_t page, Form form) {
+  const bool ffa = form != Form::kGmem;
+  const int status_reg = form == Form::kFfaVersion ? 0 : 2;  // where the error code or the value is
   switch (kind) {
-    case FaultSpec::Kind::kWrongErrno:
+    case Kind::kWrongErrno:
+      if (ffa) {
+        uint64_t& x = o.regs[status_reg];
+        const int32_t code = static_cast<int32_t>(x & 0xffffffffu);
+        x = with_status(x, code == ffa::kAborted ? ffa::kNoData : ffa::kAborted);
+        return o;
+      }
       return Outcome::err(o.value == ENOTRECOVERABLE ? EOWNERDEAD : ENOTRECOVERABLE);
-    case FaultSpec::Kind::kWrongContent:
+    case Kind::kWrongContent:
       o.aux = ~o.aux;
       return o;
-    case FaultSpec::Kind::kSucceed:
+    case Kind::kSucceed:
+      if (form == Form::kFfaVersion) {  // a version no proxy of major 1.x above 1.0 answers with
+        o.regs = {ffa::kVersion10, 0, 0, 0, 0, 0, 0, 0};
+        return o;
+      }
+      if (ffa) {
+        o.regs = {ffa::kFnSuccess32, 0, 0, 0, 0, 0, 0, 0};
+        return o;
+      }
       return Outcome::ok(0);
-    case FaultSpec::Kind::kFail:
+    case Kind::kFail:
+      if (form == Form::kFfaVersion) {
+        o.regs = {static_cast<uint64_t>(int64_t{ffa::kNotSupported}), 0, 0, 0, 0, 0, 0, 0};
+        return o;
+      }
+      if (ffa) {
+        o.regs = {ffa::kFnError, 0, static_cast<uint64_t>(int64_t{ffa::kAborted}), 0, 0, 0, 0, 0};
+        return o;
+      }
       return Outcome::err(EIO);
-    case FaultSpec::Kind::kWrongCount:
+    case Kind::kWrongCount:
       o.value = o.value >= page ? o.value - page : o.value + page;
       return o;
-    case FaultSpec::Kind::kWrongReg:
-      o.regs[2] ^= 1;
+    case Kind::kWrongReg:
+      o.regs[status_reg] ^= 1;
       return o;
-    case FaultSpec::Kind::kWrongState:
+    case Kind::kWrongState:
       o.state = ~o.state;
       return o;
   }
   return o;
 }
 
-class FaultyTarget : public Target {
- public:
-  FaultyTarget(std::unique_ptr<Target> inner, FaultSpec spec)
-      : inner_(std::move(inner)), spec_(std::move(spec)) {
-    identity_ = inner_->identity();
-    identity_.target += "+fault(" + spec_.text + ")";
-    // One page: the inner target's probed page size, else this process's.
-    long ps = sysconf(_SC_PAGESIZE);
-    page_ = ps > 0 ? ps : 4096;
-    for (const auto& [name, value] : identity_.caps)
-      if (name == "page_size" && value != 0) page_ = static_cast<int64_t>(value);
-  }
-
-  const TargetIdentity& identity() const override { return identity_; }
-
-  void begin(const Scenario& s) override {
-    seen_ = 0;
-    code_.reset();
-    const AbiSpec& abi = abi_spec(s.abi);
-    if (abi.abi == s.abi) code_ = op_code_by_name(abi, spec_.op);
-    inner_->begin(s);
-  }
-
-  Outcome exec(const Scenario& s, size_t i) override {
-    Outcome o = inner_->exec(s, i);
-    if (!code_ || i >= s.ops.size() || s.ops[i].code != *code_ || !eligible(spec_.kind, o))
-      return o;
-    ++seen_;
-    if (spec_.nth != 0 && seen_ != spec_.nth) return o;
-    return perturb(spec_.kind, o, page_);
-  }
-
-  void end() override { inner_->end(); }
-
- private:
-  std::unique_ptr<Target> inner_;
-  FaultSpec spec_;
-  TargetIdentity identity_;
-  int64_t page_;
-  std::optional<uint8_t> code_;  // spec_.op in this scenario's ABI
-  uint64_t seen_ = 0;            // eligible results of code_ so far
-};
-
 }  // namespace
+
+FaultyTarget::FaultyTarget(std::unique_ptr<Target> inner, FaultSpec spec)
+    : inner_(std::move(inner)), spec_(std::move(spec)) {
+  identity_ = inner_->identity();
+  identity_.target += "+fault(" + spec_.text + ")";
+  // One page: the inner target's probed page size, else this process's.
+  long ps = sysconf(_SC_PAGESIZE);
+  page_ = ps > 0 ? ps : 4096;
+  for (const auto& [name, value] : identity_.caps)
+    if (name == "page_size" && value != 0) page_ = static_cast<int64_t>(value);
+}
+
+void FaultyTarget::begin(const Scenario& s) {
+  seen_ = 0;
+  fired_here_ = false;
+  code_.reset();
+  const AbiSpec& abi = abi_spec(s.abi);
+  if (abi.abi == s.abi) code_ = op_code_by_name(abi, spec_.op);
+  ffa_ = s.abi == Abi::kFfa;
+  version_ = ffa_ && code_ == ffa::kOpVersion;
+  inner_->begin(s);
+}
+
+Outcome FaultyTarget::exec(const Scenario& s, size_t i) {
+  Outcome o = inner_->exec(s, i);
+  const Form form = !ffa_ ? Form::kGmem : version_ ? Form::kFfaVersion : Form::kFfa;
+  if (!code_ || i >= s.ops.size() || s.ops[i].code != *code_ || !eligible(spec_.kind, o, form)) return o;
+  ++seen_;
+  if (spec_.nth != 0 && seen_ != spec_.nth) return o;
+  Outcome lie = perturb(spec_.kind, o, page_, form);
+  if (!(lie == o)) {
+    ++fired_;
+    if (!fired_here_) ++scenarios_fired_;
+    fired_here_ = true;
+  }
+  return lie;
+}
 
 std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* error) {
   auto fail = [&](std::string msg) -> std::optional<FaultSpec> {
@@ -149,8 +245,7 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* er
   };
   const size_t c1 = spec.find(':');
   if (c1 == std::string_view::npos)
-    return fail("expected KIND:OP[:NTH], e.g. wrong-errno:write (known kinds: " + kind_list() +
-                ")");
+    return fail("expected KIND:OP[:NTH], e.g. wrong-errno:write (known kinds: " + kind_list() + ")");
   const std::string_view kind = spec.substr(0, c1);
   std::string_view rest = spec.substr(c1 + 1);
   const size_t c2 = rest.find(':');
@@ -166,11 +261,9 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* er
       found = true;
     }
   }
-  if (!found)
-    return fail("unknown KIND '" + std::string(kind) + "' (known kinds: " + kind_list() + ")");
+  if (!found) return fail("unknown KIND '" + std::string(kind) + "' (known kinds: " + kind_list() + ")");
   if (op.empty()) return fail("OP is empty (an op name, e.g. write)");
-  if (!known_op(op))
-    return fail("unknown OP '" + std::string(op) + "' (known ops: " + op_list() + ")");
+  if (!known_op(op)) return fail("unknown OP '" + std::string(op) + "' (known ops: " + op_list() + ")");
   out.op = std::string(op);
   if (nth) {
     if (*nth == "all") {
@@ -188,7 +281,33 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* er
   return out;
 }
 
-std::unique_ptr<Target> wrap_faulty(std::unique_ptr<Target> inner, FaultSpec spec) {
+bool fault_applies(const FaultSpec& spec, const AbiSpec& abi, std::string* error) {
+  auto fail = [&](const std::string& why) {
+    if (error) *error = "fault spec '" + spec.text + "': " + why;
+    return false;
+  };
+  const std::optional<uint8_t> code = op_code_by_name(abi, spec.op);
+  if (!code) return fail("'" + spec.op + "' is not an op of the " + abi.name + " ABI");
+  const std::string why = why_not(spec.kind, abi, abi.ops[*code]);
+  if (!why.empty())
+    return fail(std::string(kind_name(spec.kind)) + " does not apply to " + abi.name + " op '" + spec.op + "': " + why);
+  return true;
+}
+
+std::vector<std::string> applicable_faults(const AbiSpec& abi) {
+  std::vector<std::string> out;
+  for (const OpSpec& op : abi.ops)
+    for (const KindName& k : kKinds)
+      if (why_not(k.kind, abi, op).empty()) out.push_back(std::string(k.name) + ":" + op.name);
+  return out;
+}
+
+const AbiSpec* target_abi(const TargetIdentity& id) {
+  const std::string_view p = id.profile;
+  return abi_spec_by_name(p.substr(0, p.find('-')));
+}
+
+std::unique_ptr<FaultyTarget> wrap_faulty(std::unique_ptr<Target> inner, FaultSpec spec) {
   return std::make_unique<FaultyTarget>(std::move(inner), std::move(spec));
 }
 

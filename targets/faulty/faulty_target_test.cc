@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/scenario/ffa_abi.h"
+#include "harness/scenario/ffa_spec.h"
 #include "harness/scenario/gmem_abi.h"
 
 namespace kconform {
@@ -58,7 +59,7 @@ FaultSpec spec(std::string_view text) {
 
 struct Wrapped {
   ScriptedTarget* inner;
-  std::unique_ptr<Target> target;
+  std::unique_ptr<FaultyTarget> target;
 };
 Wrapped wrap(std::string_view text, std::vector<Outcome> script) {
   auto inner = std::make_unique<ScriptedTarget>(std::move(script));
@@ -226,6 +227,151 @@ TEST(FaultyTarget, WrongRegAndWrongStatePerturbFfaOutcomes) {
   EXPECT_EQ(r[0], ok);
   EXPECT_EQ(r[1].state, ~0x1234ull);
   EXPECT_EQ(r[1].regs, ok.regs);
+}
+
+
+Outcome ffa_result(uint64_t x0, uint64_t x2) {
+  Outcome o = Outcome::ok(0);
+  o.regs = {x0, 0, x2, 0, 0, 0, 0, 0};
+  o.state = 0x1234;
+  return o;
+}
+
+Scenario ffa_scenario(std::vector<uint8_t> codes) {
+  Scenario s;
+  s.abi = Abi::kFfa;
+  for (uint8_t c : codes) s.ops.push_back(Op{c, {}});
+  return s;
+}
+
+TEST(FaultyTarget, FfaErrorsAreFfaErrorInX0) {
+  const Outcome error = ffa_result(ffa::kFnError, 0xfffffffffffffffeull);  // INVALID_PARAMETERS
+  const Outcome success = ffa_result(ffa::kFnSuccess32, 0x5);
+  Scenario s = ffa_scenario({ffa::kOpMemReclaim, ffa::kOpMemReclaim});
+
+  Wrapped e = wrap("wrong-errno:mem_reclaim:all", {success, error});
+  std::vector<Outcome> r = run(*e.target, s);
+  EXPECT_EQ(r[0], success);  // not an error: not eligible
+  EXPECT_EQ(r[1].regs[0], ffa::kFnError);
+  EXPECT_EQ(r[1].regs[2], 0xfffffffffffffff8ull);  // ABORTED, the upper half kept
+  EXPECT_EQ(r[1].state, error.state);
+  Wrapped again = wrap("wrong-errno:mem_reclaim", {ffa_result(ffa::kFnError, 0xfffffff8)});
+  EXPECT_EQ(run(*again.target, ffa_scenario({ffa::kOpMemReclaim}))[0].regs[2], 0xfffffff7u);  // NO_DATA
+
+  Wrapped ok = wrap("succeed:mem_reclaim:all", {success, error});
+  r = run(*ok.target, s);
+  EXPECT_EQ(r[0], success);
+  EXPECT_EQ(r[1].regs, (std::array<uint64_t, 8>{ffa::kFnSuccess32, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(r[1].state, error.state);
+
+  Wrapped f = wrap("fail:mem_reclaim:all", {success, error});
+  r = run(*f.target, s);
+  EXPECT_EQ(r[0].regs[0], ffa::kFnError);
+  EXPECT_EQ(static_cast<int32_t>(r[0].regs[2]), ffa::kAborted);
+  EXPECT_EQ(r[1], error);  // already an error: not eligible
+  EXPECT_EQ(f.target->fired(), 1u);
+}
+
+TEST(FaultyTarget, FfaVersionAnswersInW0) {
+  const Outcome v12 = ffa_result(0x10002, 0);
+  const Outcome refused = ffa_result(0xffffffffffffffffull, 0);  // NOT_SUPPORTED, sign-extended
+  Scenario s = ffa_scenario({ffa::kOpVersion, ffa::kOpVersion});
+  std::vector<Outcome> r = run(*wrap("wrong-errno:version:all", {v12, refused}).target, s);
+  EXPECT_EQ(r[0], v12);
+  EXPECT_EQ(r[1].regs[0], 0xfffffffffffffff8ull);  // ABORTED
+  r = run(*wrap("succeed:version:all", {v12, refused}).target, s);
+  EXPECT_EQ(r[0], v12);
+  EXPECT_EQ(r[1].regs[0], ffa::kVersion10);
+  r = run(*wrap("fail:version:all", {v12, refused}).target, s);
+  EXPECT_EQ(r[0].regs[0], 0xffffffffffffffffull);
+  EXPECT_EQ(r[1], refused);
+  r = run(*wrap("wrong-reg:version:all", {v12, refused}).target, s);
+  EXPECT_EQ(r[0].regs[0], 0x10003u);
+  EXPECT_EQ(r[0].regs[2], 0u);
+  EXPECT_EQ(r[1].regs[0], 0xfffffffffffffffeull);
+}
+
+TEST(FaultyTarget, CountsTheOutcomesItChanged) {
+  Wrapped w = wrap("fail:fallocate:all", {Outcome::err(EINVAL), Outcome::ok(0), Outcome::ok(0)});
+  Scenario s = scenario({kFallocate, kFallocate, kFallocate});
+  EXPECT_EQ(w.target->fired(), 0u);
+  run(*w.target, s);
+  run(*w.target, s);
+  EXPECT_EQ(w.target->fired(), 4u);
+  EXPECT_EQ(w.target->scenarios_fired(), 2u);
+  // An NTH beyond the eligible results never fires.
+  Wrapped never = wrap("fail:fallocate:9", {Outcome::ok(0), Outcome::ok(0), Outcome::ok(0)});
+  run(*never.target, s);
+  EXPECT_EQ(never.target->fired(), 0u);
+  EXPECT_EQ(never.target->scenarios_fired(), 0u);
+}
+
+TEST(FaultApplies, KindsMatchTheAbi) {
+  const AbiSpec& gmem = *abi_spec_by_name("gmem");
+  const AbiSpec& ffa = *abi_spec_by_name("ffa");
+  struct Case {
+    const char* spec;
+    const AbiSpec* abi;
+    const char* needle;  // nullptr: applies
+  };
+  const Case cases[] = {
+      {"wrong-errno:write", &gmem, nullptr},
+      {"succeed:create_vm", &gmem, nullptr},
+      {"fail:close_vm", &gmem, nullptr},
+      {"wrong-content:load", &gmem, nullptr},
+      {"wrong-content:fstat", &gmem, nullptr},
+      {"wrong-count:lseek", &gmem, nullptr},
+      {"wrong-count:pwritev", &gmem, nullptr},
+      {"wrong-content:write", &gmem, "load, fstat"},
+      {"wrong-count:fallocate", &gmem, "count or an offset"},
+      {"wrong-reg:write", &gmem, "FF-A results"},
+      {"wrong-state:fallocate", &gmem, "FF-A results"},
+      {"wrong-errno:mem_share", &gmem, "'mem_share' is not an op of the gmem ABI"},
+      {"wrong-errno:mem_share", &ffa, nullptr},
+      {"succeed:mem_reclaim", &ffa, nullptr},
+      {"fail:version", &ffa, nullptr},
+      {"wrong-reg:version", &ffa, nullptr},
+      {"wrong-state:tx_mem_desc", &ffa, nullptr},
+      {"wrong-content:mem_share", &ffa, "registers and a state digest"},
+      {"wrong-count:mem_reclaim2", &ffa, "registers and a state digest"},
+      {"fail:tx_write", &ffa, "harness op"},
+      {"wrong-reg:sp_retrieve", &ffa, "harness op"},
+      {"fail:write", &ffa, "'write' is not an op of the ffa ABI"},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    const bool ok = fault_applies(spec(c.spec), *c.abi, &error);
+    EXPECT_EQ(ok, c.needle == nullptr) << c.spec << " on " << c.abi->name << ": " << error;
+    if (c.needle) {
+      EXPECT_NE(error.find(c.needle), std::string::npos) << error;
+      EXPECT_NE(error.find(std::string("'") + c.spec + "'"), std::string::npos) << error;
+      EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
+    }
+  }
+}
+
+TEST(FaultApplies, TheMatrixIsEveryApplicableCell) {
+  for (const AbiSpec* abi : all_abis()) {
+    const std::vector<std::string> cells = applicable_faults(*abi);
+    EXPECT_FALSE(cells.empty()) << abi->name;
+    for (const std::string& c : cells) {
+      std::string error;
+      EXPECT_TRUE(fault_applies(spec(c), *abi, &error)) << c << ": " << error;
+    }
+  }
+  const std::vector<std::string> gmem = applicable_faults(*abi_spec_by_name("gmem"));
+  EXPECT_EQ(gmem.size(), 18u * 3 + 2 + 6);
+  EXPECT_EQ(gmem.front(), "wrong-errno:create_vm");
+}
+
+TEST(FaultApplies, TheTargetsAbiComesFromItsProfile) {
+  TargetIdentity id;
+  id.profile = "gmem-base";
+  EXPECT_EQ(target_abi(id), abi_spec_by_name("gmem"));
+  id.profile = "ffa-16k-reclaim2";
+  EXPECT_EQ(target_abi(id), abi_spec_by_name("ffa"));
+  id.profile = "";
+  EXPECT_EQ(target_abi(id), nullptr);
 }
 
 }  // namespace

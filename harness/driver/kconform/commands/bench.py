@@ -28,6 +28,7 @@ from rich.console import Console
 
 from kconform.core import deps
 from kconform.core.errors import ToolError
+from kconform.core.files import atomic_write
 from kconform.core.paths import REPO, build_dir, runner_binary
 from kconform.engine.build import build_preset
 from kconform.engine.gen import gen_binary
@@ -206,7 +207,7 @@ def cmd_bench(args, console: Console) -> int:
     out = Path(args.output) if args.output else REPO / "reports" / "bench" / (
         datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    atomic_write(out, json.dumps(doc, indent=2, default=str) + "\n")
     print(markdown(rows))
     log(f"kconform bench: {doc['wall_s']:.0f} s; written to {out}")
     return 0

@@ -1,18 +1,29 @@
-"""The kconform command line: subcommands, --help, exit codes.
+"""The kconform command line: subcommands, --help, exit codes, and the one place
+where every error ends: a one-line message and exit 2 (the traceback only with
+KCONFORM_DEBUG=1), or, on SIGINT/SIGTERM/SIGHUP, every child ended and 128 + the
+signal number.
 
 Exit status of every subcommand: 0 clean, 1 violations found, 2 kconform
-itself could not run (bad input, missing dependency, build failure).
+itself could not run (bad input, missing dependency, build failure, an
+operating-system error), 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
 
 from rich.console import Console
 
 from kconform import __version__
-from kconform.core.errors import EXIT_TOOL_ERROR, ToolError
+from kconform.core import procs
+from kconform.core.errors import EXIT_TOOL_ERROR, Interrupted, ToolError, os_error_message, printable
+from kconform.core.paths import INCOMPLETE, close_report_dirs
+
+DEBUG_VARIABLE = "KCONFORM_DEBUG"
 
 DESCRIPTION = """\
 kconform: differential conformance and fuzz testing of hypervisor memory ABIs
@@ -20,8 +31,16 @@ kconform: differential conformance and fuzz testing of hypervisor memory ABIs
 
 A reference model of each ABI, written from the specification, judges every
 operation a real target performs. Findings are reported by rule ID.
+"""
 
-exit status: 0 clean, 1 violations found, 2 kconform could not run.
+EXIT_STATUS = """\
+exit status: 0 clean, 1 violations found, 2 kconform could not run (bad input,
+missing dependency, build failure, an operating-system error: one line naming the
+path and the reason; KCONFORM_DEBUG=1 adds the traceback), 128 + the signal
+(130 SIGINT, 143 SIGTERM, 129 SIGHUP) when interrupted: every child process (QEMU,
+fuzzers, builds, kconform-runner) is ended within a few seconds and the report
+folder keeps what it had, marked by a file INCOMPLETE ("status": "interrupted";
+"incomplete" after an error).
 """
 
 RUN_EPILOG = """\
@@ -31,6 +50,20 @@ examples:
   ./kconform run corpora/gmem/write.kcs  one file
   ./kconform run --fault wrong-errno:write
                                          self-test: a target that lies must be caught
+
+--fault KIND:OP[:NTH] (targets host and el2): the target lies about OP's results
+(targets/faulty/faulty_target.h lists the kinds and the ops each applies to; one
+that does not apply to the target's ABI exits 2). The run is then judged by the
+lie: the same scenarios also run without it, and the summary and exit status say
+  1  detected: the lie fired and caused a violation the clean run does not have
+  0  not detected: it fired, but no violation beyond the clean run's
+  2  never fired: it changed no outcome, so nothing was tested
+(fault.json in the report folder; every cell: ./kconform selftest faults).
+"""
+
+INTERRUPTED_EPILOG = """
+interrupted (SIGINT, SIGTERM, SIGHUP): children ended, the report folder marked
+INCOMPLETE with what it had, exit 130, 143 or 129 (128 + the signal).
 """
 
 
@@ -39,7 +72,7 @@ def _add_run(sub) -> None:
                        description="Run scenarios on every available target (or those given with "
                                    "--target), judge each op against the reference model, apply the "
                                    "baseline of known findings and write a report folder.",
-                       epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=RUN_EPILOG + INTERRUPTED_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenarios", nargs="*",
                    help="scenario files or folders (default: corpora/gmem)")
     p.add_argument("--target", action="append", metavar="NAME",
@@ -75,8 +108,9 @@ def _add_run(sub) -> None:
     p.add_argument("--report-dir", metavar="DIR",
                    help="where to make this run's report folder (default: reports/out)")
     p.add_argument("--fault", metavar="SPEC", default="",
-                   help="self-test: wrap the target so it gives wrong answers "
-                        "(wrong-errno:OP, wrong-content:OP, succeed:OP, fail:OP, wrong-count:OP)")
+                   help="self-test: wrap the target (host, el2) so it gives wrong answers "
+                        "(wrong-errno:OP, succeed:OP, fail:OP; gmem wrong-content:OP, wrong-count:OP; FF-A "
+                        "wrong-reg:OP, wrong-state:OP); exit 1 detected, 0 not detected, 2 never fired (below)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -96,7 +130,7 @@ def _add_bench(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kconform", description=DESCRIPTION,
+    parser = argparse.ArgumentParser(prog="kconform", description=DESCRIPTION, epilog=EXIT_STATUS,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kconform {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -154,10 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the crash condition. Resumes from reports/fuzz/<target>/corpus, merges and "
                                    "minimises it at the end, and stores every distinct finding with its "
                                    "scenario under reports/fuzz/<target>/findings/ (never overwritten). "
-                                   "Findings the baseline knows for the target are recorded, not crashes. "
+                                   "A finding is stored unless `run` on that input would baseline it (same entries, release "
+                                   "and scenario patterns); those are recorded in known.log. "
                                    "Exit 1 if a new finding was stored.",
                        epilog="examples:\n  ./kconform fuzz --engine libfuzzer --target host --time 8h --jobs 2\n"
-                              "  ./kconform fuzz --engine afl --target el2 --page-size 16K --time 1h",
+                              "  ./kconform fuzz --engine afl --target el2 --page-size 16K --time 1h\n"
+                              + INTERRUPTED_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("libfuzzer", "afl"), default="libfuzzer")
     p.add_argument("--target", choices=("host", "el2"), default="host",
@@ -167,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel fuzzing processes (default 1)")
     p.add_argument("--max-len", type=int, default=8192, metavar="BYTES", help="largest input (default 8192)")
     p.add_argument("--known", action="append", metavar="RULE",
-                   help="also treat this rule as baselined for this run (repeatable)")
+                   help="also treat this rule as baselined for this build, in any scenario, for this run (repeatable)")
     p.add_argument("--baseline", metavar="FILE", help="known findings (default: ci/known-findings.json)")
     p.add_argument("--out", metavar="DIR", help="instead of reports/fuzz: DIR/<target>/...")
     p.add_argument("--no-merge", action="store_true", help="skip merging and minimising the corpus at the end")
@@ -176,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, qemu")
     _add_bench(p)
 
-    p = sub.add_parser("selftest", help="the suite's self-tests: kill the mutants of our reference implementations",
+    p = sub.add_parser("selftest", help="the suite's self-tests: kill the mutants of our reference implementations; "
+                                       "catch a lying target (faults)",
                        description="mutants: per ABI, controls first, then every single-fault mutant of our\n"
                                    "own reference implementation; the suite must kill each one.\n"
                                    "  ffa   stock debian:7.3 fails FFA.R2.NOT_IMPLEMENTED, the reference RECLAIM2\n"
@@ -188,20 +225,34 @@ def build_parser() -> argparse.ArgumentParser:
                                    "        guest_memfd suite.\n"
                                    "Prints the kill matrices and writes reports/out/<time>/kill-matrix.json.\n"
                                    "Exit 0 all killed, 1 a mutant survived, 2 a control failed or a mutant\n"
-                                   "could not be built or run.",
+                                   "could not be built or run.\n"
+                                   "faults: the oracle's self-test. Every fault KIND:OP that applies to the ABI of\n"
+                                   "host and el2 (debian:7.3, 4K) runs the target's default corpora on the same\n"
+                                   "build with and without the lie; a fault passes only if it fired (changed an\n"
+                                   "outcome) and caused a violation the clean run does not have. 'never fired'\n"
+                                   "and 'not detected' are reported apart; either passes only as a known blind\n"
+                                   "spot (targets/faulty/blind_spots.json, with its reason). Prints the matrix,\n"
+                                   "writes reports/out/<time>/fault-matrix.json. Exit 0 every fault detected or a\n"
+                                   "known blind spot, 1 one is not, 2 the self-test could not run.",
                        epilog="examples:\n  ./kconform selftest mutants                  both ABIs (~10 min warm)\n"
                               "  ./kconform selftest mutants --abi ffa --only 09,21\n"
                               "  ./kconform selftest mutants --abi gmem --only 04\n"
+                              "  ./kconform selftest faults                   host and el2 (~1-2 min)\n"
+                              "  ./kconform selftest faults --target el2 --only wrong-reg:version,fail:mem_share\n"
                               "  ./kconform selftest cost",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("selftest_command", choices=("mutants", "cost"), metavar="mutants|cost",
-                   help="mutants: the kill matrices; cost: SMC round trips of FFA_MEM_RECLAIM vs RECLAIM2 "
+    p.add_argument("selftest_command", choices=("mutants", "faults", "cost"), metavar="mutants|faults|cost",
+                   help="mutants: the kill matrices; faults: the oracle's self-test against a lying target; "
+                        "cost: SMC round trips of FFA_MEM_RECLAIM vs RECLAIM2 "
                         "through the real handler (targets/el2/reclaim2/COST.md)")
+    p.add_argument("--target", choices=("host", "el2"),
+                   help="faults: only this target (default: host and el2)")
     p.add_argument("--abi", choices=("ffa", "gmem", "all"), default="all",
                    help="mutants: whose mutants (ffa: RECLAIM2 at EL2; gmem: guest_memfd write() in QEMU; "
                         "default all)")
     p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NN,NN",
-                   help="only these mutants (numbers or names; with --abi ffa or gmem)")
+                   help="mutants: only these mutants (numbers or names; with --abi ffa or gmem); "
+                        "faults: only these faults (KIND:OP or KIND:OP:NTH, comma-separated)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--report-dir", metavar="DIR", help="where to make the report folder (default: reports/out)")
     p.add_argument("--output", metavar="FILE", help="cost: JSON file (default: targets/el2/reclaim2/cost.json)")
@@ -242,7 +293,123 @@ def _command(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _error(message: str) -> None:
+    try:
+        print(f"kconform: error: {printable(message)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _note(message: str) -> None:
+    try:
+        print(f"kconform: {printable(message)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _dedup(values: list[str] | None, flag: str, key, what: str) -> list[str] | None:
+    """values without repeats (by key: 4K == 4096), each repeat said in one line."""
+    if not values:
+        return values
+    out: list[str] = []
+    seen: dict = {}
+    for v in values:
+        k = key(v)
+        if k in seen:
+            same = f"'{v}' is '{seen[k]}' again" if v != seen[k] else f"'{v}' given more than once"
+            _note(f"flag {flag}: {same}; {what} once")
+            continue
+        seen[k] = v
+        out.append(v)
+    return out
+
+
+def _check_baseline(text: str, required: bool) -> None:
+    """The baseline file exists (if required), is a text file and loads (before any build)."""
+    from kconform.engine import baseline
+    p = Path(text)
+    if not p.exists():
+        if required:
+            raise ToolError(f"flag --baseline: {p}: no such file")
+        return
+    if p.is_dir():
+        raise ToolError(f"flag --baseline: {p}: is a folder, not a baseline file")
+    if not p.is_file():
+        raise ToolError(f"flag --baseline: {p}: not a regular file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ToolError(os_error_message(e, "flag --baseline")) from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolError(f"flag --baseline: {p}: not a text file (byte 0x{data[e.start]:02x} at offset "
+                        f"{e.start} is not UTF-8); expected the JSON of ci/known-findings.json") from None
+    try:
+        baseline.load(p)
+    except ToolError as e:
+        raise ToolError(f"flag --baseline: {e}") from None
+
+
+def _say_skipped(files: list[str], wanted: list[str]) -> None:
+    """Given scenario files that no target of this run runs: one line per ABI, with the files."""
+    from kconform.commands.run import TARGETS
+    from kconform.engine.scenarios import scenario_abi
+    abis = {TARGETS[t] for t in wanted if t in TARGETS}
+    skipped: dict[str, list[str]] = {}
+    for f in files:
+        abi = scenario_abi(f)
+        if abi not in abis:
+            skipped.setdefault(abi, []).append(f)
+    for abi, fs in skipped.items():
+        shown = ", ".join(fs[:10]) + (f" and {len(fs) - 10} more" if len(fs) > 10 else "")
+        _note(f"{len(fs)} {abi} scenario file(s) skipped: no target of this run "
+              f"({', '.join(wanted)}) runs the {abi} ABI: {shown}")
+
+
+def _validate(args) -> None:
+    """The flags that name files and folders, and repeated flags, checked before anything
+    is built or run: a bad one is an error naming the flag, the path and the reason."""
+    from kconform.core.files import check_output_file, check_writable_dir
+    from kconform.core.paths import DEFAULT_BASELINE, reports_dir
+    cmd = args.command
+    if cmd == "run":
+        from kconform.commands.run import OPT_IN_TARGETS, TARGETS
+        from kconform.engine.scenarios import expand
+        from kconform.targets.el2 import parse_page_size
+        args.target = _dedup(args.target, "--target", str, "running it")
+        args.page_size = _dedup(args.page_size, "--page-size", parse_page_size, "building it")
+        if args.output and args.format == "table":
+            raise ToolError("flag --output: writes the --format json, ktap or junit report; with --format "
+                            "table (the default) the table goes to the terminal (every format is in the "
+                            "report folder)")
+        if args.output:
+            check_output_file(args.output, "--output")
+        check_writable_dir(args.report_dir or reports_dir(), "--report-dir")
+        _check_baseline(args.baseline or str(DEFAULT_BASELINE), required=args.baseline is not None)
+        if args.baseline is None:
+            args.baseline = str(DEFAULT_BASELINE)
+        if args.scenarios:
+            files = expand(args.scenarios)
+            wanted = args.target or [t for t in TARGETS if t not in OPT_IN_TARGETS]
+            if all(t in TARGETS for t in wanted):
+                _say_skipped(files, wanted)
+    elif cmd == "fuzz":
+        _check_baseline(args.baseline or str(DEFAULT_BASELINE), required=args.baseline is not None)
+        if args.out:
+            check_writable_dir(args.out, "--out")
+    elif cmd == "selftest":
+        if args.report_dir:
+            check_writable_dir(args.report_dir, "--report-dir")
+        if args.output:
+            check_output_file(args.output, "--output")
+    elif cmd == "bench" and args.output:
+        check_output_file(args.output, "--output")
+    elif cmd == "gen" and args.out and not args.check:
+        check_writable_dir(args.out, "--out")
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Machine-readable output owns stdout: progress and logs then go to stderr.
@@ -253,17 +420,70 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_TOOL_ERROR
+    if args.command == "test" and args.pytest_args and args.pytest_args[0] == "--":
+        args.pytest_args = args.pytest_args[1:]
+    _validate(args)
+    return _command(args.command)(args, console)
+
+
+def _stop(status: str, reason: str) -> None:
+    """After an error or a signal: every child ended, every open report folder marked."""
+    procs.closing()
+    ended = [g for g in procs.live()]
+    procs.end_all()
+    if ended:
+        _note(f"ended {len(ended)} child process group(s) still running ({', '.join(map(str, ended))})")
+    for d, what in close_report_dirs(status, reason):
+        shown = str(d.relative_to(Path.cwd())) if d.is_absolute() and d.is_relative_to(Path.cwd()) else str(d)
+        if what == "marked":
+            _note(f"the report folder {shown} is {status}: it keeps what the run had, "
+                  f"marked by {shown}/{INCOMPLETE}")
+        else:
+            _note(f"the report folder {shown} is {status} and could not be marked: {what}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs one command; every error ends here as one line and exit 2 (see DESCRIPTION)."""
+    debug = bool(os.environ.get(DEBUG_VARIABLE))
+    procs.install_signal_handlers()
     try:
-        if args.command == "run":
-            from kconform.core.paths import DEFAULT_BASELINE
-            if args.baseline is None:
-                args.baseline = str(DEFAULT_BASELINE)
-        if args.command == "test" and args.pytest_args and args.pytest_args[0] == "--":
-            args.pytest_args = args.pytest_args[1:]
-        return _command(args.command)(args, console)
+        code = _run(argv)
+        procs.closing()
+        procs.end_all()
+        close_report_dirs(None)
+        return code
+    except Interrupted as e:
+        _note(f"interrupted by {e.name}")
+        _stop("interrupted", f"{e.name} received")
+        return e.exit_code
+    except KeyboardInterrupt:  # where the handler is not ours (not the main thread)
+        _note("interrupted by SIGINT")
+        _stop("interrupted", "SIGINT received")
+        return 130
     except ToolError as e:
-        print(f"kconform: error: {e}", file=sys.stderr)
+        _error(str(e))
+        _stop("incomplete", str(e).splitlines()[0] if str(e) else "error")
         return EXIT_TOOL_ERROR
-    except KeyboardInterrupt:
-        print("kconform: interrupted", file=sys.stderr)
+    except OSError as e:
+        if debug:
+            traceback.print_exc()
+        if isinstance(e, BrokenPipeError) and e.filename is None:
+            message = "standard output: the reader closed it early (Broken pipe)"
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except OSError:
+                pass
+        else:
+            message = os_error_message(e)
+            if e.filename is None and not debug:
+                message += f" ({DEBUG_VARIABLE}=1 shows where)"
+        _error(message)
+        _stop("incomplete", message)
+        return EXIT_TOOL_ERROR
+    except Exception as e:  # a bug in kconform: still one line and exit 2
+        if debug:
+            traceback.print_exc()
+        message = f"internal error: {type(e).__name__}: {e}".splitlines()[0]
+        _error(message + ("" if debug else f" (a bug in kconform; {DEBUG_VARIABLE}=1 shows the traceback)"))
+        _stop("incomplete", message)
         return EXIT_TOOL_ERROR

@@ -1,22 +1,34 @@
 """`kconform run`: scenarios on every available target, judged by the models,
-with the baseline applied and a report written."""
+with the baseline applied and a report written.
+
+Every finding (engine/verdicts.py) gets one reproducer file per distinct
+finding under <report>/findings/ and a re-run command that reproduces it: the
+flags that chose its target build (--target, --tree/--kernel/--build, --apply,
+--page-size, --asan, --accel, --fault) and that file. Findings that share the
+op, target build and scenario share the file (its name lists their rules);
+no file is ever merged with another by name or overwritten.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
+import shlex
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kconform.core.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
-from kconform.core.paths import new_report_dir, reports_dir, runner_binary
+from kconform.core.files import atomic_write
+from kconform.core.paths import REPO, new_report_dir, reports_dir, runner_binary
 from kconform.engine import baseline, report
 from kconform.engine.build import build_preset
 from kconform.engine.runner import Engine
 from kconform.engine.scenarios import expand, scenario_abi, scenario_files
+from kconform.selftest import faults
 from kconform.sources import kernel_build
 from kconform.sources.trees import DEFAULT_TREE
 from kconform.targets import el2
@@ -28,24 +40,94 @@ TARGETS = {"host": "gmem", "el2": "ffa", "qemu": "gmem"}
 OPT_IN_TARGETS = ("qemu",)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
+def _slug(text: str, limit: int = 80) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text)[:limit]
 
 
-def save_findings(engine: Engine, runs, out_dir: Path) -> dict:
-    """Writes each finding's scenario as violation-<rule>-<scenario>.kcs (libFuzzer-style)."""
-    saved = {}
-    for run in runs:
-        for f in run.findings:
-            d = out_dir / "findings"
-            d.mkdir(exist_ok=True)
-            path = d / f"violation-{_slug(f.rule)}-{_slug(run.name)}-{_slug(f.scenario)}.kcs"
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a command line should name it: relative to the working folder
+    when inside it, else absolute."""
+    p = Path(path).resolve()
+    cwd = Path.cwd().resolve()
+    return os.path.relpath(p, cwd) if p.is_relative_to(cwd) else str(p)
+
+
+def kconform_command() -> str:
+    """How to call kconform from the working folder ("./kconform" in the repository)."""
+    c = shown_path(REPO / "kconform")
+    return c if c.startswith(("/", ".")) else "./" + c
+
+
+def rerun_command(flags: list[str], files: list[str]) -> str:
+    return shlex.join([kconform_command(), "run", *flags, *files])
+
+
+def el2_release(tree_id: str, page_size: int) -> str:
+    """What findings and the baseline call an EL2 build: debian-7.3.4-16k, patched-..., local-..."""
+    return f"{tree_id}-{page_size // 1024}k"
+
+
+def el2_flags(tree: str, patch: str | None, page_size: int, asan: bool) -> list[str]:
+    """The `run` flags that select one EL2 build."""
+    flags = ["--target", "el2", "--tree", tree if tree.startswith("debian:") else shown_path(tree)]
+    if patch:
+        flags += ["--apply", shown_path(patch)]
+    flags += ["--page-size", f"{page_size // 1024}K"]
+    return flags + (["--asan"] if asan else [])
+
+
+def finding_groups(run) -> dict:
+    """The distinct findings of a run: its findings grouped by scenario and op (the
+    rules violated at one op are one finding with one reproducer)."""
+    groups: dict = {}
+    for f in run.findings:
+        groups.setdefault((f.file, f.index, f.scenario, f.op, f.call), []).append(f)
+    return groups
+
+
+def save_findings(engine: Engine, plans: list, runs, out_dir: Path) -> None:
+    """Writes one reproducer per distinct finding to out_dir/findings and sets each
+    finding's `saved` and `rerun`. The name is the finding's signature (kind, rules,
+    op kind, target build) and a hash of it and the scenario's text, so two findings
+    share a file only when they are the same finding."""
+    d = out_dir / "findings"
+    for plan, run in zip(plans, runs):
+        texts: dict = {}  # file -> the text form of each of its scenarios
+        for (file, index, scenario, op, call), fs in finding_groups(run).items():
+            if file not in texts:
+                try:
+                    whole = engine.to_text(file) if os.path.isfile(file) else ""
+                except ToolError:
+                    whole = ""
+                texts[file] = ["kconform-scenario" + c for c in whole.split("kconform-scenario")[1:]]
+            text = texts[file][index] if 0 <= index < len(texts[file]) else ""
+            rules = sorted({f.rule for f in fs})
+            kind = fs[0].kind
+            build = f"{run.name}-{run.release}"
+            if not text:  # no scenario to save: re-run what this run ran
+                for f in fs:
+                    f.rerun = rerun_command(plan.rerun, [shown_path(x) for x in ([file] if os.path.exists(file)
+                                                                              else plan.files)])
+                continue
+            signature = f"{kind}-{'+'.join(rules)}-{fs[0].op_kind}-{build}"
+            digest = hashlib.sha256((signature + "\n" + scenario + "\n" + text).encode()).hexdigest()[:12]
+            path = d / f"{_slug(signature, 150)}-{digest}.kcs"
             if not path.exists():
-                path.write_text(f"# {f.rule} violated on {run.name} {run.release} at op {f.op}: {f.call}\n"
-                                f"# expected: {' | '.join(f.expected)}\n# observed: {f.observed}\n"
-                                + engine.scenario_text(f.file, f.index))
-            saved[f.key()] = os.path.relpath(path, Path.cwd())
-    return saved
+                d.mkdir(exist_ok=True)
+                where = f"op {op}: {call}" if op >= 0 else call
+                head = [f"# kconform finding: {kind} {', '.join(rules)} on {run.name} {run.release} "
+                        f"({run.target.get('profile', '?')}), scenario {scenario} ({file} #{index}), {where}"]
+                for f in fs:
+                    head += [f"# {f.rule}: expected: {' | '.join(f.expected) or '(nothing)'}",
+                             f"# {f.rule}: observed: {f.observed}"]
+                    if f.note:
+                        head.append(f"# {f.rule}: note: {f.note}")
+                head.append("# re-run: " + rerun_command(plan.rerun, [shown_path(path)]))
+                atomic_write(path, "\n".join(" ".join(h.splitlines()) for h in head) + "\n" + text,
+                             exclusive=True)
+            for f in fs:
+                f.saved = shown_path(path)
+                f.rerun = rerun_command(plan.rerun, [f.saved])
 
 
 @dataclasses.dataclass
@@ -56,39 +138,56 @@ class Plan:
     target: str     # kconform-runner --target value
     files: list[str]
     release: str | None = None  # what findings and the baseline call the build under test
+    rerun: list[str] = dataclasses.field(default_factory=list)  # the `run` flags that select this build
 
 
 def _plan_host(args, log) -> list[Plan]:
     files = scenario_files(args.scenarios, "gmem")
-    return [Plan("host", Engine(runner_binary("default")), "host", files)] if files else []
+    if args.fault:
+        faults.require(args.fault, "gmem", "host")
+    rerun = ["--target", "host"] + (["--fault", args.fault] if args.fault else [])
+    return [Plan("host", Engine(runner_binary("default")), "host", files, rerun=rerun)] if files else []
 
 
 def _plan_el2(args, log) -> list[Plan]:
     files = scenario_files(args.scenarios, "ffa")
     if not files:
         return []
+    if args.fault:
+        faults.require(args.fault, "ffa", "el2")
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
     tree, tree_id = el2.resolve_tree(args.tree or DEFAULT_TREE, args.apply, log)
     binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log)
+    fault = ["--fault", args.fault] if args.fault else []
     return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files,
-                 release=f"{tree_id}-{p // 1024}k") for p in sizes]
+                 release=el2_release(tree_id, p),
+                 rerun=el2_flags(args.tree or DEFAULT_TREE, args.apply, p, args.asan) + fault)
+            for p in sizes]
 
 
 def _plan_qemu(args, log) -> list[Plan]:
     # The guest probes its own /dev/kvm after booting (targets.qemu.replay.run_target).
     if args.fault:
-        raise ToolError("flag --fault: works with target host only (not qemu)")
+        raise ToolError(faults.QEMU_MESSAGE)
     files = scenario_files(args.scenarios, "gmem")
     if not files:
         return []
+    rerun = ["--target", "qemu"]
     if getattr(args, "build", False):
         if args.kernel:
             raise ToolError("flag --build: builds a kernel from --tree; not with --kernel")
+        tree = args.tree or DEFAULT_TREE
+        rerun += ["--build", "--tree", tree if tree.startswith("debian:") else shown_path(tree)]
+        rerun += ["--apply", shown_path(args.apply)] if args.apply else []
         # The built bzImage is booted like a --kernel of the user's (KVM built in).
-        args.kernel = str(kernel_build.build(args.tree or DEFAULT_TREE, args.apply, progress=log).image)
+        args.kernel = str(kernel_build.build(tree, args.apply, progress=log).image)
     elif args.tree and args.target == ["qemu"] or args.apply and args.target == ["qemu"]:
         raise ToolError("flags --tree/--apply: for target qemu they need --build")
-    return [Plan("qemu", Engine(runner_binary("default")), "qemu", files)]
+    elif args.kernel:
+        rerun += ["--kernel", shown_path(args.kernel)]
+    if args.accel != "tcg":
+        rerun += ["--accel", args.accel]
+    return [Plan("qemu", Engine(runner_binary("default")), "qemu", files, rerun=rerun)]
 
 
 PLANNERS = {"host": _plan_host, "el2": _plan_el2, "qemu": _plan_qemu}
@@ -158,26 +257,31 @@ def cmd_run(args, console: Console) -> int:
         runs.append(run)
 
     stale = baseline.apply(entries, runs)
-    saved = save_findings(main_engine, runs, out_dir)
-    new = [f for r in runs for f in r.findings if not f.baselined_by]
+    save_findings(main_engine, plans, runs, out_dir)
+    new = report.new_findings(runs)
     code = EXIT_VIOLATIONS if new else EXIT_CLEAN
+    if args.fault:  # judged by the lie, against a run without it (selftest/faults.py)
+        code, fault_lines = faults.judge_run(plans, runs, out_dir, args.fault)
 
-    (out_dir / "report.json").write_text(report.to_json(runs, rules, stale, code))
-    (out_dir / "report.ktap").write_text(report.to_ktap(runs, rules))
-    (out_dir / "report.junit.xml").write_text(report.to_junit(runs, rules))
+    atomic_write(out_dir / "report.json", report.to_json(runs, rules, stale, code))
+    atomic_write(out_dir / "report.ktap", report.to_ktap(runs, rules, stale))
+    atomic_write(out_dir / "report.junit.xml", report.to_junit(runs, rules))
     rendered = {"json": lambda: report.to_json(runs, rules, stale, code),
-                "ktap": lambda: report.to_ktap(runs, rules),
+                "ktap": lambda: report.to_ktap(runs, rules, stale),
                 "junit": lambda: report.to_junit(runs, rules)}
     if args.format == "table":
         for run in runs:
-            report.print_table(console, run, rules, saved, stale)
+            report.print_table(console, run, rules, stale)
         log(f"kconform: {len(new)} new finding(s), "
             f"{sum(1 for r in runs for f in r.findings if f.baselined_by)} baselined, "
             f"{len(stale)} baselined no longer occurring; report in {os.path.relpath(out_dir, Path.cwd())}")
     else:
         text = rendered[args.format]()
         if args.output:
-            Path(args.output).write_text(text)
+            atomic_write(args.output, text)
         else:
             print(text, end="")
+    if args.fault:
+        for line in fault_lines:
+            log(line)
     return code

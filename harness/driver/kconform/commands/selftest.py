@@ -1,6 +1,7 @@
-"""`kconform selftest mutants|cost`: the kill matrices of our own reference
-implementations (selftest/mutants.py says how they are read), and RECLAIM2's SMC
-cost table (selftest/cost.py)."""
+"""`kconform selftest mutants|faults|cost`: the kill matrices of our own reference
+implementations (selftest/mutants.py says how they are read), the oracle's
+self-test against a lying target (selftest/faults.py), and RECLAIM2's SMC cost
+table (selftest/cost.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, ToolError
+from kconform.core.files import atomic_write
 from kconform.core.paths import new_report_dir, reports_dir
-from kconform.selftest import cost, reclaim2, write
+from kconform.selftest import cost, faults, reclaim2, write
 from kconform.selftest.mutants import ABIS, MATRIX_FORMAT, exit_code, print_matrix
 
 MATRICES = {"ffa": reclaim2.matrix, "gmem": write.matrix}
@@ -26,6 +28,8 @@ def cmd_selftest(args, console: Console) -> int:
     log = lambda m: console.print(m, markup=False, highlight=False)  # noqa: E731
     if args.selftest_command == "cost":
         return _cost(args, console, log)
+    if args.selftest_command == "faults":
+        return _faults(args, log)
     if args.selftest_command != "mutants":
         raise ToolError(f"unknown selftest {args.selftest_command}")
     abis = list(ABIS) if args.abi == "all" else [args.abi]
@@ -37,7 +41,7 @@ def cmd_selftest(args, console: Console) -> int:
     for abi in abis:
         matrices[abi] = MATRICES[abi](args, out, log)
         # written after each ABI, so an interrupted run keeps what it found
-        (out / "kill-matrix.json").write_text(json.dumps(
+        atomic_write(out / "kill-matrix.json", json.dumps(
             {"format": MATRIX_FORMAT, "abis": matrices}, indent=2) + "\n")
         if args.format == "table":
             if all(c["ok"] for c in matrices[abi]["controls"].values()):
@@ -57,10 +61,42 @@ def cmd_selftest(args, console: Console) -> int:
     return code
 
 
+def _faults(args, log) -> int:
+    targets = [args.target] if getattr(args, "target", None) else list(faults.TARGETS)
+    out = new_report_dir(Path(args.report_dir) if args.report_dir else reports_dir())
+    t0 = time.monotonic()
+    matrices = faults.matrix(targets, args.only, out, log)
+    code = faults.exit_code(matrices)
+    doc = faults.to_json(matrices, code)
+    atomic_write(out / "fault-matrix.json", json.dumps(doc, indent=2) + "\n")
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+        return code
+    for m in matrices:
+        log(f"\nOracle self-test on {m.label} ({m.profile}): outcome (times the lie fired); "
+            "* a known blind spot (targets/faulty/BLIND_SPOTS.md), ! fails the self-test")
+        for line in faults.matrix_lines(m):
+            log(line)
+    for m in matrices:
+        for c in m.cells:
+            if not c["ok"]:
+                log(f"kconform selftest faults: {m.label} {c['fault']}: {c['outcome']}"
+                    + (f" (listed in {faults.BLIND_SPOTS.name} as {c['listed_as']})" if c["listed_as"] else
+                       f": not in {faults.BLIND_SPOTS.name}"))
+            elif c["stale"]:
+                log(f"kconform selftest faults: {m.label} {c['fault']}: detected, yet listed as a blind spot: "
+                    f"remove it from {faults.BLIND_SPOTS.name}")
+    for m in matrices:
+        log("kconform selftest faults: " + faults.summary_line(m))
+    log(f"kconform selftest faults: {'PASS' if code == EXIT_CLEAN else 'FAIL'} in {time.monotonic() - t0:.0f} s; "
+        f"matrix in {os.path.relpath(out / 'fault-matrix.json')}")
+    return code
+
+
 def _cost(args, console: Console, log) -> int:
     doc = cost.measure(log)
     out = Path(args.output) if args.output else cost.DEFAULT_OUTPUT
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    atomic_write(out, json.dumps(doc, indent=2) + "\n")
     if args.format == "json":
         print(json.dumps(doc, indent=2))
         return EXIT_CLEAN

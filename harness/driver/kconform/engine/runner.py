@@ -9,7 +9,9 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
+from kconform.core import procs
 from kconform.core.errors import ToolError
+from kconform.core.files import naming
 from kconform.engine.verdicts import Collector, Finding, TargetRun, parse_line
 
 # The runner's subcommand that replays recorded observations through the model.
@@ -27,7 +29,7 @@ class Engine:
         self.binary = binary
 
     def _call(self, args: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.binary), *args], capture_output=True, text=True)
+        return procs.run([str(self.binary), *args], capture_output=True, text=True)
 
     def rules(self) -> list[dict]:
         r = self._call(["rules"])
@@ -106,7 +108,7 @@ class Engine:
         """Runs args, folding its verdict stream (a copy in raw_out) into a Collector."""
         collector = Collector(release)
         done = total = 0
-        with open(raw_out, "x") as raw, subprocess.Popen(
+        with naming(raw_out), open(raw_out, "x") as raw, procs.Popen(
                 args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
             assert proc.stdout is not None
             for n, line in enumerate(proc.stdout, 1):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from kconform.core.errors import ToolError
@@ -25,10 +27,25 @@ def expand(paths: list[str]) -> list[str]:
                 raise ToolError(f"{p}: no scenario files (*.kcs, *.kcsb) in this folder")
             out += found
         elif path.is_file():
+            if path.stat().st_size == 0:
+                raise ToolError(f"{p}: not a scenario file: it is empty")
             out.append(str(path))
+        elif path.exists():
+            raise ToolError(f"{p}: not a scenario file: {_kind(path)}, not a regular file")
+        elif path.is_symlink():
+            raise ToolError(f"{p}: no such scenario file (a symbolic link to {os.readlink(path)}, which is missing)")
         else:
             raise ToolError(f"{p}: no such scenario file or folder")
     return out
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, word in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "a special file"
 
 
 def scenario_abi(path: str) -> str:

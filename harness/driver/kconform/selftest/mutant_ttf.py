@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kconform.core import procs
 from kconform.core.paths import REPO
 from kconform.engine.build import cmake_build
 from kconform.selftest.mutants import mutant_patches
@@ -68,21 +69,21 @@ def _libfuzzer_until_finding(binary: Path, work: Path, seconds: float, seed: int
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES=",".join(known))
     t0 = time.monotonic()
     res = {"seconds": None, "kind": "none", "rules": [], "input": None, "execs": 0}
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
-                         env=env, cwd=work)
-    assert p.stderr is not None
     tail: list[str] = []
-    for line in p.stderr:
-        tail = (tail + [line])[-20:]
-        m = re.match(r"#(\d+)", line)
-        if m:
-            res["execs"] = int(m.group(1))
-        m = re.match(r"SUMMARY: kconform: (\S+) violated", line)
-        if m and res["seconds"] is None:
-            res.update(seconds=time.monotonic() - t0, kind="rule", rules=m.group(1).split(","))
-        elif re.match(r"SUMMARY: (libFuzzer|\w+Sanitizer)", line) and res["seconds"] is None:
-            res.update(seconds=time.monotonic() - t0, kind="crash", rules=[line.split(":", 2)[-1].strip()])
-    p.wait()
+    with procs.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+                     env=env, cwd=work) as p:
+        assert p.stderr is not None
+        for line in p.stderr:
+            tail = (tail + [line])[-20:]
+            m = re.match(r"#(\d+)", line)
+            if m:
+                res["execs"] = int(m.group(1))
+            m = re.match(r"SUMMARY: kconform: (\S+) violated", line)
+            if m and res["seconds"] is None:
+                res.update(seconds=time.monotonic() - t0, kind="rule", rules=m.group(1).split(","))
+            elif re.match(r"SUMMARY: (libFuzzer|\w+Sanitizer)", line) and res["seconds"] is None:
+                res.update(seconds=time.monotonic() - t0, kind="crash", rules=[line.split(":", 2)[-1].strip()])
+        p.wait()
     crashes = sorted(art.glob("crash-*"))
     if res["kind"] == "none" and p.returncode != 0:
         res.update(seconds=time.monotonic() - t0, kind="crash", rules=[f"exit {p.returncode}"],

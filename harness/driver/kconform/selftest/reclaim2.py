@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kconform.core import procs
 from kconform.core.errors import ToolError
 from kconform.core.paths import CORPORA, REPO
 from kconform.engine.runner import EXIT_SANITIZER, crash_marker
@@ -62,8 +63,8 @@ def run_suite(binary: Path, files: list[str], page_size: int, raw: Path | None =
     collector = Collector()
     sink = open(raw, "w") if raw else None
     try:
-        with subprocess.Popen([str(binary), "run", "--target", "el2", *files],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        with procs.Popen([str(binary), "run", "--target", "el2", *files],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
             assert proc.stdout is not None and proc.stderr is not None
             for n, line in enumerate(proc.stdout, 1):
                 if sink:

@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Iterable
 
+from kconform.core import procs
 from kconform.core.errors import ToolError
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -155,8 +156,8 @@ class PrivateApt:
     def run(self, tool: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
         if not shutil.which(tool):
             raise self.error(f"{tool} not found: fetching from Debian needs apt (a Debian system)")
-        return subprocess.run([tool, *self.opts, *args], cwd=cwd, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return procs.run([tool, *self.opts, *args], cwd=cwd, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def update(self, progress: Progress, label: str) -> None:
         progress(f"{label}: apt update ({self.mirror} {' '.join(self.suites)})")

@@ -9,14 +9,13 @@ log and the scenario in flight.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Callable
 
+from kconform.core import procs
 from kconform.sources.kernel_image import Kernel
 from kconform.targets.qemu.frames import FrameStream
 
@@ -27,6 +26,7 @@ CPU = "EPYC,+svm,+npt"
 BOOT_TIMEOUT = 180.0      # QEMU start -> the agent's probe frame
 SILENCE_TIMEOUT = 120.0   # no frame for this long while scenarios run: a hang
 RUN_TIMEOUT = 3600.0      # one boot, start to finish
+TICK_EVERY = 5.0          # seconds between two calls of boot_once's on_tick (progress lines)
 
 Log = Callable[[str], None]
 
@@ -81,27 +81,29 @@ def console_events(text: str) -> list[tuple[str, str, int | None]]:
 
 
 class QemuProcess:
-    """One QEMU process in its own process group; killed on exit, whatever happens."""
+    """One QEMU process in its own process group (core/procs.py); killed on exit,
+    whatever happens (an error, SIGINT or SIGTERM included)."""
 
     def __init__(self, cmd: list[str], console: Path):
         self._out = open(console, "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.proc = procs.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out,
+                                    stderr=subprocess.STDOUT)
+        except BaseException:
+            self._out.close()
+            raise
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.kill()
-        self._out.close()
+        try:
+            self.kill()
+        finally:
+            self._out.close()
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # our own group, by its id
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=30)
+        self.proc.end(grace=0)  # SIGKILL to its group: nothing of a guest is worth keeping
 
 
 def qemu_command(kernel: Kernel, initrd: Path, frames: Path, accel: str,
@@ -119,7 +121,9 @@ def qemu_command(kernel: Kernel, initrd: Path, frames: Path, accel: str,
 def boot_once(kernel: Kernel, initrd: Path, work: Path, accel: str, start_from: int, log: Log,
               on_record: Callable[[dict], None] = lambda r: None,
               boot_timeout: float = BOOT_TIMEOUT, silence_timeout: float = SILENCE_TIMEOUT,
-              run_timeout: float = RUN_TIMEOUT) -> Boot:
+              run_timeout: float = RUN_TIMEOUT,
+              on_tick: Callable[[float, bool], None] | None = None) -> Boot:
+    """One boot; on_tick(seconds since QEMU started, probe frame seen) every TICK_EVERY s."""
     n = len(list(work.glob("console-*.log")))
     console, frames = work / f"console-{n}.log", work / f"frames-{n}.log"
     frames.touch()
@@ -130,11 +134,14 @@ def boot_once(kernel: Kernel, initrd: Path, work: Path, accel: str, start_from: 
     first_op = None
     crash_kind = crash_detail = None
     probed = done = False
-    last_frame = started
+    last_frame = last_tick = started
     with QemuProcess(cmd, console) as q, open(frames, "rb") as fr:
         while True:
             new = stream.feed(fr.read())
             now = time.monotonic()
+            if on_tick and now - last_tick >= TICK_EVERY:
+                last_tick = now
+                on_tick(now - started, probed)
             for rec in new:
                 last_frame = now
                 t = rec.get("t")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from kconform.core import deps
 from kconform.core.errors import ToolError
+from kconform.core.files import naming
 from kconform.core.paths import build_dir, cache_dir
 from kconform.engine.runner import Engine
 from kconform.sources import debian_kernels
@@ -91,10 +93,19 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
         elif t == "bad":
             raise ToolError(f"target qemu: the agent could not decode scenario {rec['s']}: {rec['error']}")
 
+    def on_tick(seconds: float, probed: bool) -> None:
+        """A progress line on stderr every few seconds while the guest runs."""
+        if not probed:
+            what = "booting, no frame from the guest yet"
+        else:
+            in_flight = max(began) + 1 if began else 0
+            what = f"{state['done']} ops received, scenario {in_flight} of {total}"
+        print(f"kconform: qemu: {seconds:.0f} s: {what}", file=sys.stderr, flush=True)
+
     for n in range(MAX_BOOTS):
         log(f"kconform: qemu: booting {kernel.release or kernel.image} ({accel}), "
             f"scenarios {start_from}..{total - 1}")
-        boot = boot_once(kernel, initrd, work, accel, start_from, log, on_record)
+        boot = boot_once(kernel, initrd, work, accel, start_from, log, on_record, on_tick=on_tick)
         boots.append(boot)
         text = boot.console.read_text(errors="replace")
         warnings += [(line, s) for kind, line, s in console_events(text) if kind == "warning"]
@@ -128,7 +139,7 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
 
 
 def write_observations(g: GuestRun, path: Path) -> None:
-    with open(path, "x") as f:
+    with naming(path), open(path, "x") as f:
         f.write(json.dumps(g.identity) + "\n")
         for s in sorted(g.observations):
             f.write(json.dumps({"type": "scenario", "s": s, "ops": g.observations[s]}) + "\n")
