@@ -198,8 +198,11 @@ except Interrupted as e:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["TERM", "INT", "HUP"])
 def test_a_signal_ends_the_whole_group_of_a_child(sig):
+    # The child starts with default dispositions: under nohup (as a CI job may run)
+    # SIGHUP arrives ignored, and kconform keeps an ignored SIGHUP ignored.
     p = subprocess.Popen([sys.executable, "-c", CHILD, str(REPO / "harness" / "driver")],
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in procs.HANDLED])
     try:
         pgid = int(p.stdout.readline())
         assert os.getpgid(pgid) == pgid  # the child leads its own group
@@ -215,6 +218,23 @@ def test_a_signal_ends_the_whole_group_of_a_child(sig):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def test_an_ignored_sighup_stays_ignored():
+    """nohup kconform ...: a hang-up does not interrupt the run."""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(REPO / "harness" / "driver")],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        pgid = int(p.stdout.readline())
+        time.sleep(0.3)
+        p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert p.poll() is None
+        assert len(group_members({pgid})) >= 2
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
 
 
 def test_run_ends_the_group_on_a_timeout():
