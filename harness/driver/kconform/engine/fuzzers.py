@@ -68,14 +68,20 @@ def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, m
         p.wait()
 
 
-def afl_stats(out: Path) -> dict:
-    """The summed fuzzer_stats of every AFL++ instance under out."""
+def afl_stats(out: Path, since: float = 0.0) -> dict:
+    """The summed fuzzer_stats of every AFL++ instance under out that started at or
+    after `since` (epoch seconds): a resumed run's old stats file is not this run's.
+    The rate is execs_done over the instance's own run_time (AFL++'s execs_per_sec
+    is computed over its first seconds and reads hundreds of thousands at start)."""
     total = {"execs_done": 0, "execs_per_sec": 0.0, "bitmap_cvg": "0%", "saved_crashes": 0, "saved_hangs": 0}
     for f in out.glob("*/fuzzer_stats"):
         kv = dict(line.split(":", 1) for line in f.read_text().splitlines() if ":" in line)
         kv = {k.strip(): v.strip() for k, v in kv.items()}
-        total["execs_done"] += int(kv.get("execs_done", 0))
-        total["execs_per_sec"] += float(kv.get("execs_per_sec", 0))
+        if int(kv.get("start_time", 0) or 0) < int(since):
+            continue
+        execs, run_time = int(kv.get("execs_done", 0)), int(kv.get("run_time", 0) or 0)
+        total["execs_done"] += execs
+        total["execs_per_sec"] += execs / run_time if run_time >= 5 else 0.0
         total["bitmap_cvg"] = kv.get("bitmap_cvg", total["bitmap_cvg"])
         total["saved_crashes"] += int(kv.get("saved_crashes", kv.get("unique_crashes", 0)))
         total["saved_hangs"] += int(kv.get("saved_hangs", kv.get("unique_hangs", 0)))
@@ -97,6 +103,7 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
                AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1", AFL_NO_AFFINITY="1", AFL_SKIP_CRASHES="1",
                AFL_IGNORE_SEED_PROBLEMS="1", AFL_FAST_CAL="1", AFL_CMPLOG_ONLY_NEW="1")
     out = root / "afl"
+    started = time.time()
     fuzzers: list[tuple[procs.Popen, object]] = []
     try:
         for j in range(jobs):
@@ -115,7 +122,7 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
         deadline = time.monotonic() + seconds + max(60, seconds // 20)
         while any(p.poll() is None for p, _ in fuzzers) and time.monotonic() < deadline:
             time.sleep(1)
-            s = afl_stats(out)
+            s = afl_stats(out, since=started)
             progress.stats.update(execs=s["execs_done"], execs_per_sec=s["execs_per_sec"],
                                   coverage=f"{s['bitmap_cvg']} of the map",
                                   findings=s["saved_crashes"] + s["saved_hangs"])
@@ -148,7 +155,9 @@ def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple
         cmd = [str(binary), "-merge=1", str(new), str(corpus), f"-artifact_prefix={root / 'artifacts'}/"]
     else:
         cmd = ["afl-cmin", "-i", str(corpus), "-o", str(new), "-m", "none", "-t", "10000", "--", str(binary)]
-        env = dict(env, AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1")
+        # AFL_ALLOW_TMP: afl-cmin refuses folders under /tmp (shared with other users);
+        # ours are private to the run (a clone or --out under /tmp is a normal choice).
+        env = dict(env, AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1", AFL_ALLOW_TMP="1")
     r = procs.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
     after = sum(1 for _ in new.iterdir()) if new.exists() else 0
     if r.returncode != 0 or (before and not after):
