@@ -71,6 +71,25 @@ def test_apply_is_idempotent(tree, cache, tmp_path):
     assert len(list((cache / "patched").iterdir())) == 1
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["cp-p", "rsync-t"])
+def test_a_patched_copy_changed_since_is_made_again(tree, cache, tmp_path, in_place):
+    """A file of the copy restored with other content and an older mtime: the copy no longer
+    holds what the patch made, so apply() makes it again instead of serving it."""
+    p = write_patch(tmp_path / "ten.patch", FFA_C, GOOD_HUNK)
+    out = patches.apply(tree, p, cache)
+    good = (out / FFA_C).read_bytes()
+    target = out / FFA_C
+    if in_place:
+        target.write_text(FFA_BODY.replace("line 10", "line TEN"))
+    else:
+        (out / "tmp").write_text(FFA_BODY.replace("line 10", "line TEN"))
+        os.replace(out / "tmp", target)
+    os.utime(target, (1_000_000_000, 1_000_000_000))
+    assert patches.apply(tree, p, cache) == out
+    assert (out / FFA_C).read_bytes() == good
+    assert [d.name for d in (cache / "patched").iterdir()] == [out.name]
+
+
 def test_key_follows_tree_and_patch_content(tree, cache, tmp_path):
     p = write_patch(tmp_path / "ten.patch", FFA_C, GOOD_HUNK)
     a = patches.apply(tree, p, cache)
@@ -209,3 +228,15 @@ def test_mutant_applies_on_reference(reference_tree, mutant, tmp_path):
 
 def test_at_least_twenty_mutants():
     assert len(MUTANTS) >= 20
+
+
+def test_a_copy_with_an_older_stamp_is_kept_when_it_holds_what_the_patch_makes(tree, cache, tmp_path):
+    p = write_patch(tmp_path / "ten.patch", FFA_C, GOOD_HUNK)
+    out = patches.apply(tree, p, cache)
+    stamp = out / patches.PATCH_STAMP
+    doc = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("result_")} | {"format": 1}))
+    ino = (out / FFA_C).stat().st_ino
+    assert patches.apply(tree, p, cache) == out
+    assert (out / FFA_C).stat().st_ino == ino                  # the same files: a build may be reading them
+    assert json.loads(stamp.read_text())["format"] == patches.STAMP_FORMAT

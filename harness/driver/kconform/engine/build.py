@@ -10,11 +10,10 @@ another) and checked, and its path is passed as KCONFORM_KERNEL_TREE.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Callable
 
-from kconform.core import deps
+from kconform.core import deps, locks, procs
 from kconform.core.errors import ToolError
 from kconform.core.paths import REPO, build_dir
 from kconform.sources import tree_fetch, trees
@@ -41,7 +40,9 @@ def _generated(build: Path) -> bool:
 
 
 def _run(cmd: list[str], what: str) -> None:
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    # pass_fds: the build folder's lock stays held while cmake or ninja still runs, even
+    # if this process is gone (see core/locks.py)
+    r = procs.run(cmd, cwd=REPO, capture_output=True, text=True, pass_fds=locks.held_fds())
     if r.returncode != 0:
         tail = "\n".join((r.stdout + r.stderr).splitlines()[-40:])
         raise ToolError(f"{what} failed ({' '.join(cmd)}):\n{tail}")
@@ -82,9 +83,23 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     reconfigure=False configures only a build folder never generated, or one whose
     kernel tree is unset or gone while a tree is in the cache; otherwise `cmake --build`
     re-runs the configure step itself when CMake files change.
+
+    The build folder is locked (build/.kconform.lock) from the configure decision to the
+    end of the build: a second kconform on the same folder waits for the first.
     """
     deps.ensure(["build"], log)
     what = what or (f"preset {preset}" if preset else str(build))
+    rel = build.relative_to(REPO) if build.is_relative_to(REPO) else build
+    with locks.locked(build / locks.LOCK_NAME, f"the build folder {rel}", log):
+        _configure_and_build(build, source, preset, generator, definitions, targets, tree,
+                             tree_required, reconfigure, jobs, what, build_hint, log)
+    return build
+
+
+def _configure_and_build(build: Path, source: Path, preset: str | None, generator: str,
+                         definitions: dict[str, str] | None, targets: list[str] | None,
+                         tree: str | os.PathLike | None, tree_required: bool, reconfigure: bool,
+                         jobs: int | None, what: str, build_hint: str, log: Log) -> None:
     tree_path: Path | None = None
     configure = reconfigure or not _generated(build)
     if tree is not None:
@@ -111,7 +126,6 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     if jobs:
         cmd += ["--parallel", str(jobs)]
     _run(cmd, f"building {what}{build_hint}")
-    return build
 
 
 def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print) -> Path:

@@ -1,24 +1,51 @@
 """Small x86-64 kernels with KVM built in, built from a full tree (full_trees.py),
 optionally patched (`run --target qemu --tree T --build [--apply P]`).
 
-Layout under <cache>:
-  kbuild/src-<tree_id>/          a hard-link mirror of the tree with the patch applied
-                                 (GNU patch writes new files, so the tree itself never changes)
-  kbuild/obj-<tree_id>-<frag>/   make O= output: incremental across patches of one tree
-  kbuild/img/<key>/bzImage       built kernels by (tree state, patch hash, fragment hash)
+Layout under <cache>/kbuild/:
+  src-<tree_id>/          a hard-link mirror of the tree (same names, same inodes; no .git)
+                          with the patch applied (GNU patch writes new files, so the tree
+                          itself never changes)
+  obj-<tree_id>-<frag>/   make O= output, incremental across patches of one tree;
+                          .kconform-sources.json: the content of every source file it
+                          was built from (SOURCES_MANIFEST)
+  img/<key>/bzImage       built kernels by content key (tree files, patch, config
+                          fragment, toolchain); kconform-image.json records the key
+  hashes-<tree_id>.json   content hashes of the files of the tree and its mirror, by inode
+                          and stat (a file is hashed again when its size, mtime or ctime
+                          changed)
+  <tree_id>.lock          held while the mirror, an obj folder or an image of the tree is
+                          written (core/locks.py): a second build of the tree waits
+
+Built from content, whatever the mtimes. make compares mtimes only, so a file restored
+with an older mtime (`cp -p`, `rsync -t`, `tar x`) looks older than its object and would
+not be recompiled. Before make runs, every source file whose content differs from what
+the obj folder was built from (or that is new to it) gets an mtime of now (a file shared
+with the tree by a hard link is first replaced by a private copy: the tree is never
+touched), so make rebuilds what depends on it; a private copy whose content is what the
+last build compiled gets that build's mtime back, so a mutant of a patch rebuilds only
+what it changes. The record is cleared of the files being rebuilt before make runs, so an
+interrupted build is repaired by the next one. An obj folder with no record (or built by
+another toolchain) is built from scratch. The image is cached under the key of the
+content it was built from, checked again after make: if a file changed during the build,
+the build fails rather than cache an image of unknown content.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-from kconform.core import deps
+from kconform.core import deps, locks, procs
+from kconform.core.files import atomic_write
 from kconform.core.paths import REPO
 from kconform.core.paths import cache_dir as default_cache_dir
 from kconform.sources import patches
@@ -29,78 +56,372 @@ from kconform.sources.kernel_image import Kernel, KernelError, user_kernel
 KERNEL_FRAGMENT = REPO / "targets" / "qemu" / "kernel.config"
 MIRROR_STAMP = ".kconform-mirror.json"
 IMAGE_STAMP = "kconform-image.json"
+SOURCES_MANIFEST = ".kconform-sources.json"
+IMAGE_FORMAT = 2       # 2: keyed by content (format 1 keys named the tree's mtimes)
+MANIFEST_FORMAT = 1
+HASHES_FORMAT = 1
+NOT_MIRRORED = (".git",)   # top-level names of a tree the mirror leaves out
+RACY_NS = 2_000_000_000    # a file changed this close to its hashing is hashed again
+TREE_ATTEMPTS = 3
 
 
 def _h(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def mirror(src: Path, tree_state: str, tree_id: str, patch: Path | None, cache: Path,
-           progress: Progress) -> Path:
-    """kbuild/src-<tree_id>: src hard-linked, with patch applied. Files a previous patch
-    touched are replaced by fresh copies with a new mtime, so make rebuilds them."""
-    m = cache / "kbuild" / f"src-{tree_id}"
-    patch_bytes = patch.read_bytes() if patch else b""
-    want = {"tree_state": tree_state, "patch_sha256": _h(patch_bytes) if patch else None}
-    try:
-        st = json.loads((m / MIRROR_STAMP).read_text())
-    except (OSError, ValueError):
-        st = {}
-    if st.get("tree_state") == want["tree_state"] and st.get("patch_sha256") == want["patch_sha256"] \
-            and st.get("complete"):
-        return m
-    touched = set(st.get("touched", [])) | set(patches.touched_paths(patch_bytes))
-    if m.exists() and not st:
-        # Unknown state (interrupted before a stamp): rebuild what any patch may have touched.
-        touched |= {"virt/kvm/guest_memfd.c", "include/uapi/linux/kvm.h", "include/linux/kvm_host.h"}
-    if m.exists():
-        shutil.rmtree(m)
-    m.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["cp", "-al", str(src), str(m)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise KernelError(f"cp -al {src} {m} failed (the cache must be on the tree's file "
-                          f"system for hard links): {r.stderr.strip()}")
-    built = st.get("built", {}) if st.get("complete") else {}
-    (m / MIRROR_STAMP).write_text(json.dumps(dict(want, touched=sorted(touched), complete=False)))
-    for rel in sorted(touched):
-        p = m / rel
-        if p.is_file():
-            data = p.read_bytes()
-            p.unlink()               # break the hard link; new inode, new mtime
-            p.write_bytes(data)
-    if patch:
+# --- content hashes, cached by inode and stat -------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class FileState:
+    """A file of a tree: its content hash and what stat said when it was read."""
+    sha: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    nlink: int
+    symlink: bool
+
+    def same_stat(self, other: "FileState") -> bool:
+        return (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns, self.symlink) == \
+            (other.dev, other.ino, other.size, other.mtime_ns, other.ctime_ns, other.symlink)
+
+
+class HashCache:
+    """SHA-256 of files by (device, inode), trusted while size, mtime and ctime are what
+    they were when the file was hashed (ctime cannot be set back, unlike the mtime), and
+    the change was not within RACY_NS of the hashing (a write in the same timestamp tick
+    would not show in the stat). None: a cache of this process only."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, list] = {}
+        self.seen: set[str] = set()
+        self.dirty = False
+        if path is not None:
+            try:
+                doc = json.loads(path.read_text())
+                if doc.get("format") == HASHES_FORMAT and isinstance(doc.get("entries"), dict):
+                    self.entries = doc["entries"]
+            except (OSError, ValueError):
+                pass
+
+    def sha(self, path: Path, st: os.stat_result, symlink: bool) -> str:
+        key = f"{st.st_dev}:{st.st_ino}"
+        self.seen.add(key)
+        e = self.entries.get(key)
+        if e and e[:3] == [st.st_size, st.st_mtime_ns, st.st_ctime_ns] \
+                and max(st.st_mtime_ns, st.st_ctime_ns) < e[3] - RACY_NS:
+            return e[4]
+        hashed_ns = time.time_ns()
         try:
-            patches.run_patch(m, patch, src, 0, False)
-        except patches.PatchError as e:
-            raise KernelError(str(e)) from e
-        progress(f"kernel build: applied {patch} to {m}")
-    # A file whose content is what the last build compiled gets that build's mtime back,
-    # so make rebuilds only what this patch really changes (a mutant of a patch: one
-    # object file and the link, not everything that includes a header of the patch).
-    kept = 0
-    for rel in sorted(touched):
-        p = m / rel
-        old = built.get(rel)
-        if old and p.is_file() and _h(p.read_bytes()) == old[0]:
-            os.utime(p, ns=(old[1], old[1]))  # p is a fresh inode (above), never the tree's
-            kept += 1
-    if kept:
-        progress(f"kernel build: {kept} of {len(touched)} patched file(s) unchanged since the last build")
-    (m / MIRROR_STAMP).write_text(json.dumps(dict(want, touched=sorted(touched), complete=True)))
-    return m
+            if symlink:
+                sha = "symlink:" + _h(os.fsencode(os.readlink(path)))
+            else:
+                with open(path, "rb") as f:
+                    sha = hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError as e:
+            raise KernelError(f"cannot read {path}: {e.strerror}") from None
+        self.entries[key] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, hashed_ns, sha]
+        self.dirty = True
+        return sha
+
+    def save(self) -> None:
+        if self.path is None or not (self.dirty or len(self.seen) < len(self.entries)):
+            return
+        keep = {k: v for k, v in self.entries.items() if k in self.seen}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps({"format": HASHES_FORMAT, "entries": keep},
+                                               separators=(",", ":")))
+        except OSError:
+            pass  # only a cache: the next build hashes again
+        self.dirty = False
 
 
-def record_built(tree: Path, touched: list[str]) -> None:
-    """After a build: the touched files as compiled (content hash, mtime), for mirror()."""
-    mst = json.loads((tree / MIRROR_STAMP).read_text())
-    built = {}
-    for rel in touched:
-        p = tree / rel
-        if p.is_file():
-            built[rel] = [_h(p.read_bytes()), p.stat().st_mtime_ns]
-    mst.update(touched=touched, built=built)
-    (tree / MIRROR_STAMP).write_text(json.dumps(mst))
+def walk(root: Path, hashes: HashCache | None, skip: tuple[str, ...] = ()) -> tuple[dict[str, FileState], set[str]]:
+    """Every regular file and symlink under root (relative path -> FileState; sha "" when
+    hashes is None) and every folder, leaving out the top-level names in skip."""
+    files: dict[str, FileState] = {}
+    dirs: set[str] = set()
+    stack = [("", root)]
+    while stack:
+        rel_dir, path = stack.pop()
+        try:
+            it = os.scandir(path)
+        except OSError as e:
+            raise KernelError(f"cannot list {path}: {e.strerror}") from None
+        with it:
+            for entry in it:
+                if not rel_dir and entry.name in skip:
+                    continue
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                st = entry.stat(follow_symlinks=False)
+                link = entry.is_symlink()
+                if not link and entry.is_dir(follow_symlinks=False):
+                    dirs.add(rel)
+                    stack.append((rel, Path(entry.path)))
+                    continue
+                if not link and not entry.is_file(follow_symlinks=False):
+                    continue  # a FIFO, socket or device: not source
+                sha = hashes.sha(Path(entry.path), st, link) if hashes is not None else ""
+                files[rel] = FileState(sha, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                       st.st_ctime_ns, st.st_nlink, link)
+    return files, dirs
 
+
+def digest(files: dict[str, FileState]) -> str:
+    """What names a tree's content: its file names and content hashes."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(f"{rel}\0{files[rel].sha}\n".encode())
+    return h.hexdigest()
+
+
+def toolchain() -> str:
+    """The first --version line of gcc, ld and make (part of an image's key)."""
+    out = []
+    for tool in ("gcc", "ld", "make"):
+        try:
+            r = procs.run([tool, "--version"], capture_output=True, text=True)
+            line = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else ""
+        except OSError:
+            line = ""
+        out.append(line or f"{tool}: missing")
+    return "; ".join(out)
+
+
+def image_key(tree_digest: str, patch_sha: str | None, fragment_sha: str, tools: str) -> str:
+    return _h(f"kbuild-image-{IMAGE_FORMAT}\0{tree_digest}\0{patch_sha or 'none'}\0"
+              f"{fragment_sha}\0{tools}".encode())[:20]
+
+
+# --- the mirror --------------------------------------------------------------------
+
+def _replace(make_tmp: Callable[[Path], None], dest: Path) -> None:
+    tmp = dest.with_name(f".kconform-tmp-{dest.name}")
+    if tmp.exists() or tmp.is_symlink():
+        tmp.unlink()
+    make_tmp(tmp)
+    os.replace(tmp, dest)
+
+
+def sync_mirror(src: Path, src_files: dict[str, FileState], src_dirs: set[str], m: Path) -> int:
+    """Makes m a hard-link mirror of src (as walked): the same folders, every file the
+    same inode, every symlink the same target; anything else in m goes. Returns how many
+    names changed."""
+    m.mkdir(parents=True, exist_ok=True)
+    m_files, m_dirs = walk(m, None, skip=(MIRROR_STAMP,))
+    changed = 0
+    for rel, e in m_files.items():
+        s = src_files.get(rel)
+        if s is None or s.symlink != e.symlink:
+            (m / rel).unlink()
+            changed += 1
+    for rel in sorted(m_dirs - src_dirs, key=len, reverse=True):
+        shutil.rmtree(m / rel, ignore_errors=True)
+        changed += 1
+    for rel in sorted(src_dirs - m_dirs):
+        (m / rel).mkdir(exist_ok=True)
+    for rel, s in src_files.items():
+        e = m_files.get(rel)
+        here = e is not None and e.symlink == s.symlink
+        if s.symlink:
+            target = os.readlink(src / rel)
+            if here and os.readlink(m / rel) == target:
+                continue
+            _replace(lambda t, target=target: os.symlink(target, t), m / rel)
+        else:
+            if here and (e.dev, e.ino) == (s.dev, s.ino):
+                continue
+            try:
+                _replace(lambda t, rel=rel: os.link(src / rel, t), m / rel)
+            except OSError as err:
+                if err.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise KernelError(f"cannot hard-link {src / rel} into {m} ({err.strerror}): the "
+                                      f"cache must be on the tree's file system (KCONFORM_CACHE)") from None
+                raise
+        changed += 1
+    return changed
+
+
+def mirror(src: Path, tree_id: str, patch: Path | None, cache: Path, progress: Progress,
+           hashes: HashCache | None = None) -> tuple[Path, dict[str, FileState], dict[str, FileState]]:
+    """kbuild/src-<tree_id>: src hard-linked, with patch applied. Returns (the mirror, the
+    files of src it mirrors, the files of the mirror) with their content hashes; src is
+    walked again after the mirror is made, and the mirror made again if src changed."""
+    hashes = hashes if hashes is not None else HashCache(None)
+    m = cache / "kbuild" / f"src-{tree_id}"
+    patch_sha = _h(patch.read_bytes()) if patch else None
+    for _ in range(TREE_ATTEMPTS):
+        src_files, src_dirs = walk(src, hashes, skip=NOT_MIRRORED)
+        stamp = {"tree": str(src), "patch_sha256": patch_sha, "complete": False}
+        m.mkdir(parents=True, exist_ok=True)
+        (m / MIRROR_STAMP).write_text(json.dumps(stamp))
+        n = sync_mirror(src, src_files, src_dirs, m)
+        if n:
+            progress(f"kernel build: mirrored {src} into {m} ({n} name(s) changed)")
+        if patch:
+            try:
+                patches.run_patch(m, patch, src, 0, False)
+            except patches.PatchError as e:
+                raise KernelError(str(e)) from e
+            progress(f"kernel build: applied {patch} to {m}")
+        m_files, _ = walk(m, hashes, skip=(MIRROR_STAMP,))
+        after, _ = walk(src, hashes, skip=NOT_MIRRORED)
+        if after.keys() == src_files.keys() and \
+                all(after[r].sha == s.sha and (after[r].dev, after[r].ino) == (s.dev, s.ino)
+                    for r, s in src_files.items()):
+            (m / MIRROR_STAMP).write_text(json.dumps(dict(stamp, complete=True)))
+            return m, src_files, m_files
+        progress(f"kernel build: {src} changed while it was mirrored; mirroring it again")
+    raise KernelError(f"{src} kept changing while kconform mirrored it ({TREE_ATTEMPTS} "
+                      f"attempts): build it when it is not being written to")
+
+
+# --- make, from content ---------------------------------------------------------------
+
+def _load_manifest(obj: Path) -> dict | None:
+    try:
+        doc = json.loads((obj / SOURCES_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("sources"), dict):
+        return None
+    return doc
+
+
+def _write_manifest(obj: Path, tools: str, sources: dict[str, list], outputs_before_ns: int | None,
+                    seal: list[int] | None = None) -> None:
+    atomic_write(obj / SOURCES_MANIFEST, json.dumps({
+        "format": MANIFEST_FORMAT, "toolchain": tools, "outputs_before_ns": outputs_before_ns,
+        "seal": seal, "sources": sources}, separators=(",", ":")))
+
+
+def _seal(obj: Path) -> list[int]:
+    """[number of files, newest mtime] of obj: what a build that did not update the
+    record (an older kconform on the same cache) would change."""
+    n, newest = 0, 0
+    for dirpath, _dirs, names in os.walk(obj):
+        for name in names:
+            if dirpath == str(obj) and name == SOURCES_MANIFEST:
+                continue
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            n += 1
+            newest = max(newest, st.st_mtime_ns)
+    return [n, newest]
+
+
+def _private_copy(path: Path) -> None:
+    """path (a hard link shared with the tree, or a symlink to a file) becomes a file of
+    its own, same content and mode, mtime now."""
+    mode = path.stat().st_mode & 0o7777
+
+    def make(tmp: Path) -> None:
+        shutil.copyfile(path, tmp)
+        os.chmod(tmp, mode)
+    _replace(make, path)
+
+
+def freshen(tree: Path, files: dict[str, FileState], manifest: dict | None) -> tuple[list[str], list[str], int]:
+    """Before make: every file of tree whose content is not what the obj folder was built
+    from (or new to it) gets mtime now, unless it is already newer than every output; a
+    private copy (one link) whose content is what was built gets its recorded mtime back.
+    Returns (the files whose content changed, those given a new mtime, how many got
+    their old mtime back)."""
+    built = manifest["sources"] if manifest else {}
+    newest_output = manifest.get("outputs_before_ns") if manifest else None
+    changed, fresh, kept = [], [], 0
+    for rel, e in files.items():
+        b = built.get(rel)
+        if b and b[0] == e.sha:
+            if e.nlink == 1 and not e.symlink and e.mtime_ns != b[1]:
+                os.utime(tree / rel, ns=(b[1], b[1]))
+                kept += 1
+            continue
+        changed.append(rel)
+        if e.symlink:
+            # make follows a symlink: one pointing elsewhere now may show an old mtime.
+            # A link to a file becomes a copy of it (the next mirror makes it a link again).
+            if (tree / rel).is_file():
+                _private_copy(tree / rel)
+                fresh.append(rel)
+            continue
+        if isinstance(newest_output, int) and e.mtime_ns > newest_output:
+            continue  # newer than anything the last build wrote: make rebuilds it anyway
+        if e.nlink > 1:
+            _private_copy(tree / rel)   # never set the mtime of the tree's own file
+        fresh.append(rel)
+    now = time.time_ns()
+    for rel in fresh:
+        os.utime(tree / rel, ns=(now, now))
+    return sorted(changed), fresh, kept
+
+
+def make_from_content(tree: Path, obj: Path, make: list[str], *, hashes: HashCache,
+                      files: dict[str, FileState], tools: str, log: Path, progress: Progress,
+                      configure: Callable[[], None] | None = None, what: str = "make") -> str:
+    """Runs make (a build from tree's sources into obj) so that it rebuilds everything
+    whose sources' content changed since obj was built, whatever their mtimes (see the
+    module's docstring). files: tree as walked (with hashes) just before. Returns the
+    digest of the content built."""
+    manifest = _load_manifest(obj) if obj.is_dir() else None
+    why = "no record of the sources it was built from"
+    if manifest is not None and manifest.get("seal") is not None and manifest["seal"] != _seal(obj):
+        manifest = None         # written to since its record was: by whom, from what, unknown
+        why = "written to since the record of its sources (by another kconform?)"
+    elif manifest is not None and manifest.get("toolchain") != tools:
+        manifest = None
+        why = "built by another toolchain"
+    if obj.is_dir() and any(obj.iterdir()) and manifest is None:
+        progress(f"kernel build: {obj}: {why}; building it from scratch")
+        shutil.rmtree(obj)
+        manifest = None
+    obj.mkdir(parents=True, exist_ok=True)
+    changed, fresh, kept = freshen(tree, files, manifest) if manifest is not None else ([], [], 0)
+    if manifest is not None:      # (without one there is no output yet: everything is built)
+        progress(f"kernel build: {len(changed)} file(s) changed since {obj.name} was built"
+                 + (f" ({', '.join(changed[:3])}{'...' if len(changed) > 3 else ''})" if changed else "")
+                 + (f", {len(fresh)} of them with an mtime older than the build (now renewed)" if fresh else "")
+                 + (f"; {kept} patched file(s) as last built" if kept else ""))
+    # What make reads from now on: a symlink given a new mtime is a copy of its file now.
+    expect = dict(files)
+    for rel in fresh:
+        if files[rel].symlink:
+            st = os.lstat(tree / rel)
+            expect[rel] = FileState(hashes.sha(tree / rel, st, False), st.st_dev, st.st_ino, st.st_size,
+                                    st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, False)
+    # Until make succeeds, the record holds only what is certainly built.
+    built = manifest["sources"] if manifest else {}
+    sure = {rel: b for rel, b in built.items() if rel in files and files[rel].sha == b[0]}
+    _write_manifest(obj, tools, sure, None)
+    if configure is not None:
+        configure()
+    with log.open("a") as lf:
+        r = procs.run(make, stdout=lf, stderr=subprocess.STDOUT, pass_fds=locks.held_fds())
+    done_ns = time.time_ns()
+    if r.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise KernelError(f"{what} failed (exit {r.returncode}); last lines of {log}:\n{tail}")
+    after, _ = walk(tree, hashes, skip=(MIRROR_STAMP,))
+    # A file that changed or went while make ran: the build may have seen either version.
+    # (A file that appeared is left out of the record: it counts as new next time.)
+    moved = sorted(rel for rel in expect if rel not in after or after[rel].sha != expect[rel].sha)
+    # (recorded as the mirror holds them: a symlink by its target's name)
+    _write_manifest(obj, tools, {rel: [files[rel].sha, e.mtime_ns] for rel, e in after.items()
+                                 if rel in files and rel not in moved},
+                    None if moved else done_ns, None if moved else _seal(obj))
+    if moved:
+        raise KernelError(f"{tree}: {len(moved)} file(s) changed while {what} ran "
+                          f"({', '.join(moved[:5])}): run the build again")
+    return digest(files)
+
+
+# --- the kernel build ------------------------------------------------------------------
 
 def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
     fh = _h(fragment)
@@ -117,8 +438,8 @@ def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
                 with (obj / ".config").open("a") as c:
                     c.write("\n# kconform: " + str(KERNEL_FRAGMENT) + "\n" + fragment.decode())
                 continue
-            r = subprocess.run(["make", "-C", str(src), f"O={obj}", step], stdout=lf,
-                               stderr=subprocess.STDOUT)
+            r = procs.run(["make", "-C", str(src), f"O={obj}", step], stdout=lf,
+                          stderr=subprocess.STDOUT, pass_fds=locks.held_fds())
             if r.returncode != 0:
                 raise KernelError(f"make {step} failed; see {log}")
     have = set((obj / ".config").read_text().splitlines())
@@ -129,59 +450,96 @@ def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
     (obj / ".kconform-config.json").write_text(json.dumps({"fragment": fh}))
 
 
+def _cached(img_dir: Path, key: str, content: str) -> dict | None:
+    """The stamp of img_dir if it holds an image built from exactly this content."""
+    try:
+        st = json.loads((img_dir / IMAGE_STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    if st.get("format") != IMAGE_FORMAT or st.get("key") != key or st.get("content_sha256") != content \
+            or not (img_dir / "bzImage").is_file():
+        return None
+    return st
+
+
 def build(tree_spec: str, patch: str | None = None, cache_dir: str | os.PathLike | None = None,
           progress: Progress = print, jobs: int | None = None) -> Kernel:
     """Builds (incrementally) a small x86-64 kernel with KVM built in from a full tree,
-    optionally patched; cached by (tree state, patch hash, fragment hash)."""
+    optionally patched; cached by content (tree files, patch, fragment, toolchain)."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     patch_path = Path(patch).resolve() if patch else None
     if patch_path is not None and not patch_path.is_file():
         raise KernelError(f"flag --apply: {patch}: no such patch file")
     fragment = KERNEL_FRAGMENT.read_bytes()
     src, tree_state, tree_id = full_tree(tree_spec, cache, progress)
-    ph = _h(patch_path.read_bytes())[:12] if patch_path else "none"
-    fh = _h(fragment)[:12]
-    key = _h(f"{tree_state}\0{ph}\0{fh}".encode())[:20]
-    img_dir = cache / "kbuild" / "img" / key
-    image = img_dir / "bzImage"
+    patch_bytes = patch_path.read_bytes() if patch_path else None
+    ps = _h(patch_bytes) if patch_bytes is not None else None
+    fs = _h(fragment)
+    kb = cache / "kbuild"
     source = f"{tree_spec}" + (f"+{patch_path.name}" if patch_path else "")
+    hashes = HashCache(kb / f"hashes-{tree_id}.json")
+
+    tools = toolchain()
+    files, _ = walk(src, hashes, skip=NOT_MIRRORED)
+    content = digest(files)
+    key = image_key(content, ps, fs, tools)
+    st = _cached(kb / "img" / key, key, content)
+    hashes.save()
+    if st is not None:
+        progress(f"kernel build: {kb / 'img' / key / 'bzImage'} (cached: {source})")
+        return _built(kb / "img" / key / "bzImage", source, st)
+
+    with locks.locked(kb / f"{tree_id}.lock", f"the kernel build of {tree_id}", progress):
+        deps.ensure(["kernel-build"], progress)
+        t0 = time.monotonic()
+        tools = toolchain()
+        tree, files, m_files = mirror(src, tree_id, patch_path, cache, progress, hashes)
+        content = digest(files)   # the tree as mirrored (it may have changed while we waited)
+        key = image_key(content, ps, fs, tools)
+        img_dir = kb / "img" / key
+        st = _cached(img_dir, key, content)
+        if st is not None:      # built by the run we waited for
+            hashes.save()
+            progress(f"kernel build: {img_dir / 'bzImage'} (cached: {source})")
+            return _built(img_dir / "bzImage", source, st)
+        obj = kb / f"obj-{tree_id}-{fs[:12]}"
+        log = kb / f"obj-{tree_id}-{fs[:12]}.log"
+        log.write_text("")
+        n = jobs or os.cpu_count() or 2
+        again = (obj / "vmlinux").is_file() and _load_manifest(obj) is not None
+        progress(f"kernel build: make -j{n} bzImage in {obj} ("
+                 + ("incremental" if again else "first build ~5-10 min on 2 cores") + f"; log {log})")
+        try:
+            make_from_content(tree, obj, ["make", "-C", str(tree), f"O={obj}", f"-j{n}", "bzImage"],
+                              hashes=hashes, files=m_files, tools=tools, log=log, progress=progress,
+                              configure=lambda: _configure(tree, obj, fragment, log),
+                              what=f"kernel build of {source}")
+        finally:
+            hashes.save()
+        st = {"format": IMAGE_FORMAT, "key": key, "content_sha256": content,
+              "built_content_sha256": digest(m_files), "tree": tree_spec, "tree_id": tree_id,
+              "tree_path": str(src), "tree_state": tree_state,
+              "patch": str(patch_path) if patch_path else None, "patch_sha256": ps,
+              "fragment_sha256": fs, "toolchain": tools, "seconds": round(time.monotonic() - t0, 1)}
+        _copy_out(obj / "arch" / "x86" / "boot" / "bzImage", img_dir, st)
+    progress(f"kernel build: {img_dir / 'bzImage'} ({st['seconds']} s)")
+    return _built(img_dir / "bzImage", source, st)
+
+
+def _copy_out(built: Path, img_dir: Path, stamp: dict) -> None:
+    """img_dir/bzImage + stamp, all at once: a folder made aside, then renamed."""
+    img_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{img_dir.name}.", dir=img_dir.parent))
     try:
-        st = json.loads((img_dir / IMAGE_STAMP).read_text())
-    except (OSError, ValueError):
-        st = {}
-    if st.get("key") == key and image.is_file():
-        progress(f"kernel build: {image} (cached: {source})")
-        return _built(image, source, st)
-    deps.ensure(["kernel-build"], progress)
-    t0 = time.monotonic()
-    tree = mirror(src, tree_state, tree_id, patch_path, cache, progress)
-    obj = cache / "kbuild" / f"obj-{tree_id}-{fh}"
-    obj.mkdir(parents=True, exist_ok=True)
-    log = obj / "kconform-build.log"
-    log.write_text("")
-    _configure(tree, obj, fragment, log)
-    n = jobs or os.cpu_count() or 2
-    again = (obj / "vmlinux").is_file()
-    progress(f"kernel build: make -j{n} bzImage in {obj} ("
-             + ("incremental" if again else "first build ~10 min on 2 cores") + f"; log {log})")
-    with log.open("a") as lf:
-        r = subprocess.run(["make", "-C", str(tree), f"O={obj}", f"-j{n}", "bzImage"],
-                           stdout=lf, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise KernelError(f"kernel build of {source} failed (exit {r.returncode}); "
-                          f"last lines of {log}:\n{tail}")
-    # Built: only the current patch's files differ from the tree from now on.
-    record_built(tree, patches.touched_paths(patch_path.read_bytes()) if patch_path else [])
-    built = obj / "arch" / "x86" / "boot" / "bzImage"
-    img_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(built, image)
-    st = {"key": key, "tree": tree_spec, "tree_id": tree_id, "tree_state": tree_state,
-          "patch": str(patch_path) if patch_path else None, "patch_sha256_12": ph,
-          "fragment_sha256_12": fh, "seconds": round(time.monotonic() - t0, 1)}
-    (img_dir / IMAGE_STAMP).write_text(json.dumps(st, indent=2) + "\n")
-    progress(f"kernel build: {image} ({st['seconds']} s)")
-    return _built(image, source, st)
+        shutil.copy2(built, tmp / "bzImage")
+        (tmp / IMAGE_STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
+        if img_dir.exists():    # an image of other content, or of an older format
+            old = Path(tempfile.mkdtemp(prefix=f".{img_dir.name}.old.", dir=img_dir.parent))
+            img_dir.rename(old / "img")
+            shutil.rmtree(old, ignore_errors=True)
+        tmp.rename(img_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _built(image: Path, source: str, stamp: dict) -> Kernel:

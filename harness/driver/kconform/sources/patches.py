@@ -7,7 +7,10 @@ plus any other file the patch touches) into
 patch, and runs `patch -p1` there, a dry run first. The result is a tree like
 any other (trees.check() accepts it) and may be patched again, which is how a
 mutant is applied on top of the reference patch. Applying the same patch to the
-same tree again returns the same folder without copying anything.
+same tree again returns the same folder without copying anything, once it checked
+that the folder still holds what the patch made (the stamp records the SHA-256 of
+the result): a copy changed since (a file restored over it, whatever its mtime) is
+made again. Making a copy takes a lock on it (<cache>/locks/patched/, core/locks.py).
 
     python3 -m kconform.sources.patches apply TREE PATCH [PATCH...] [--cache DIR]
 """
@@ -25,13 +28,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kconform.core import locks
 from kconform.core.errors import ToolError
 from kconform.core.paths import cache_dir as default_cache_dir
 from kconform.sources.trees import NEEDED_PATHS, STAMP_NAME, TreeError, check
 
 PATCHED_DIR = "patched"
 PATCH_STAMP = ".kconform-patch.json"
-STAMP_FORMAT = 1
+STAMP_FORMAT = 2   # 2: the stamp records the result's content (result_files, result_content)
 
 
 class PatchError(ToolError):
@@ -72,6 +76,21 @@ def apply(tree_path: str | os.PathLike, patch_path: str | os.PathLike,
 
     try:
         (cache / PATCHED_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PatchError(f"cannot write to cache {cache} ({e}): "
+                         f"choose a writable cache with KCONFORM_CACHE") from e
+    # the lock lives outside patched/, which holds only finished copies
+    with locks.locked(cache / "locks" / PATCHED_DIR / f"{dest.name}.lock", f"the patched copy {dest.name}",
+                      log=lambda m: print(m, file=sys.stderr)):
+        if _complete(dest, key):        # made by the run that held the lock
+            return dest
+        _make_copy(tree, patch, files, touched, patch_sha, key, tree_key, fuzz, cache, dest)
+    return dest
+
+
+def _make_copy(tree: Path, patch: Path, files: list[str], touched: list[str], patch_sha: str,
+               key: str, tree_key: str, fuzz: int, cache: Path, dest: Path) -> None:
+    try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=cache / PATCHED_DIR))
     except OSError as e:
         raise PatchError(f"cannot write to cache {cache} ({e}): "
@@ -89,16 +108,24 @@ def apply(tree_path: str | os.PathLike, patch_path: str | os.PathLike,
                            if p.suffix in (".rej", ".orig"))
         if leftovers:
             raise PatchError(f"patch {patch} on tree {tree} left {', '.join(leftovers)}")
-        _write_stamps(tmp, tree, patch, patch_sha, key, tree_key, fuzz)
-        try:
-            tmp.rename(dest)
-        except OSError:
-            if not _complete(dest, key):  # not another process that got there first
-                raise
+        result_files = sorted(set(files) | set(touched))
+        result = content_key(tmp, result_files)
+        _write_stamps(tmp, tree, patch, patch_sha, key, tree_key, fuzz, result_files, result)
+        if dest.is_dir() and not dest.is_symlink() and content_key(dest, result_files) == result:
+            # the copy holds what the patch makes (a stamp of an older format): keep its files,
+            # which a build may be reading, and give it the new stamp
+            tmp_stamp = tmp / PATCH_STAMP
+            os.replace(tmp_stamp, dest / PATCH_STAMP)
+            return
+        if dest.exists() or dest.is_symlink():
+            # a copy that no longer holds what the patch made: set it aside, then replace it
+            stale = Path(tempfile.mkdtemp(prefix=f".{dest.name}.stale.", dir=cache / PATCHED_DIR))
+            dest.rename(stale / "old")
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp.rename(dest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return dest
 
 
 def apply_all(tree_path: str | os.PathLike, patch_paths: list[str | os.PathLike],
@@ -142,10 +169,17 @@ def _slug(name: str) -> str:
 
 
 def _complete(dest: Path, key: str) -> bool:
+    """dest was made for key and still holds exactly what the patch made."""
     try:
-        return json.loads((dest / PATCH_STAMP).read_text()).get("key") == key
+        st = json.loads((dest / PATCH_STAMP).read_text())
     except (OSError, ValueError):
         return False
+    if st.get("format") != STAMP_FORMAT or st.get("key") != key:
+        return False
+    files = st.get("result_files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return False
+    return content_key(dest, files) == st.get("result_content")
 
 
 def run_patch(root: Path, patch: Path, tree: Path, fuzz: int, dry_run: bool) -> None:
@@ -189,7 +223,7 @@ def _why(output: str) -> str:
 
 
 def _write_stamps(root: Path, tree: Path, patch: Path, patch_sha: str, key: str,
-                  tree_key: str, fuzz: int) -> None:
+                  tree_key: str, fuzz: int, result_files: list[str], result_content: str) -> None:
     # The tree stamp (trees.check reads it) keeps the base's package identity and
     # lists the patches applied so far, oldest first.
     base = {}
@@ -204,7 +238,8 @@ def _write_stamps(root: Path, tree: Path, patch: Path, patch_sha: str, key: str,
     (root / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
     (root / PATCH_STAMP).write_text(json.dumps({
         "format": STAMP_FORMAT, "key": key, "tree": str(tree), "tree_content": tree_key,
-        "patch": str(patch), "patch_sha256": patch_sha, "fuzz": fuzz}, indent=2) + "\n")
+        "patch": str(patch), "patch_sha256": patch_sha, "fuzz": fuzz,
+        "result_files": result_files, "result_content": result_content}, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

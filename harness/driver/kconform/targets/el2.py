@@ -1,18 +1,39 @@
 """The EL2 target's builds: the real ffa.c of a kernel tree (Debian's, or the
 user's own, optionally with a patch applied), compiled for the host once per
-tree and host PAGE_SIZE, each build with its own runner executable."""
+tree and host PAGE_SIZE, each build with its own runner executable.
+
+Built from content, whatever the mtimes: ffa.c is compiled in place from the tree
+(KCONFORM_KERNEL_TREE), so a file restored with an older mtime (`cp -p`, `rsync -t`,
+`tar x`) would look older than its object to ninja, which would skip it. Every build
+therefore passes the SHA-256 of the tree files the EL2 build reads (trees.NEEDED_PATHS,
+a superset of what targets/el2/tools/extract_tree.py lists in deps.txt) as a C
+definition (CMAKE_C_FLAGS): when that content changes, the command line of every C
+object changes and ninja recompiles them. The configure step (which reads the tree's
+facts, e.g. whether ffa.c handles RECLAIM2) runs on every build. The content is hashed
+again after the build; if it changed meanwhile, the build runs again.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
 from pathlib import Path
 
+from kconform.core import locks
 from kconform.core.errors import ToolError
 from kconform.core.paths import REPO
 from kconform.engine.build import cmake_build
 from kconform.sources import patches, tree_fetch
+from kconform.sources.trees import NEEDED_PATHS
 
 PAGE_SIZES = {"4K": 4096, "16K": 16384, "64K": 65536}
+CONTENT_DEFINE = "KC_TREE_CONTENT_SHA256"   # in CMAKE_C_FLAGS; read by nothing, changes the command
+CONTENT_STAMP = ".kconform-el2-content.json"
+RUNNERS_DIR = "runners"      # <build folder>/runners/<content hash>/kconform-runner-el2-*
+KEEP_RUNNERS = 4
+BUILD_ATTEMPTS = 3
 
 
 def parse_page_size(text: str) -> int:
@@ -46,24 +67,64 @@ def resolve_tree(spec: str, patch: str | None = None, log=print) -> tuple[Path, 
     return path, tree_id
 
 
+def tree_content(tree: Path) -> str:
+    """SHA-256 of the names and contents of the tree files the EL2 build reads."""
+    return patches.content_key(Path(tree), list(NEEDED_PATHS))
+
+
 def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = False,
           jobs: int | None = None, log=print) -> dict[int, Path]:
-    """Configures and builds the el2 runners of a tree; returns page size -> binary."""
+    """Configures and builds the el2 runners of a tree; returns page size -> binary.
+
+    The build folder is locked from the configure to the copy-out: each runner is copied
+    to runners/<content hash>/ in the build folder, so a run keeps the binary built from
+    the content it hashed even if another run rebuilds the folder for other content."""
     out = REPO / "build" / "el2" / (tree_id + ("-asan" if sanitize else ""))
     sizes = ";".join(str(p) for p in sorted(set(page_sizes)))
     log(f"kconform: building the EL2 handler of {tree_id} ({sizes.replace(';', ', ')} byte pages)")
-    cmake_build(out, definitions={
-                    "CMAKE_C_COMPILER": "clang", "CMAKE_CXX_COMPILER": "clang++",
-                    "CMAKE_BUILD_TYPE": "Debug" if sanitize else "RelWithDebInfo",
-                    "KCONFORM_SANITIZE": "ON" if sanitize else "OFF",
-                    "KCONFORM_PAGE_SIZE": sizes, "KCONFORM_EL2_REQUIRED": "ON", "KCONFORM_TESTS": "OFF"},
-                targets=[runner_name(p) for p in page_sizes], tree=tree, tree_required=True,
-                jobs=jobs, what=f"the EL2 handler of {tree}",
-                build_hint=" (a tree kconform cannot build names the symbol)", log=log)
+    with locks.locked(out / locks.LOCK_NAME, f"the build folder build/el2/{out.name}", log):
+        for _ in range(BUILD_ATTEMPTS):
+            content = tree_content(tree)
+            cmake_build(out, definitions={
+                            "CMAKE_C_COMPILER": "clang", "CMAKE_CXX_COMPILER": "clang++",
+                            "CMAKE_BUILD_TYPE": "Debug" if sanitize else "RelWithDebInfo",
+                            "CMAKE_C_FLAGS": f"-D{CONTENT_DEFINE}={content[:32]}",
+                            "KCONFORM_SANITIZE": "ON" if sanitize else "OFF",
+                            "KCONFORM_PAGE_SIZE": sizes, "KCONFORM_EL2_REQUIRED": "ON",
+                            "KCONFORM_TESTS": "OFF"},
+                        targets=[runner_name(p) for p in page_sizes], tree=tree, tree_required=True,
+                        jobs=jobs, what=f"the EL2 handler of {tree}",
+                        build_hint=" (a tree kconform cannot build names the symbol)", log=log)
+            if tree_content(tree) == content:
+                break
+            log(f"kconform: {tree} changed while its EL2 handler was built; building again")
+        else:
+            raise ToolError(f"{tree} kept changing while its EL2 handler was built "
+                            f"({BUILD_ATTEMPTS} attempts): build it when it is not being written to")
+        return _copy_out(out, tree, content, page_sizes)
+
+
+def _copy_out(out: Path, tree: Path, content: str, page_sizes: list[int]) -> dict[int, Path]:
+    dest = out / RUNNERS_DIR / content[:16]
+    dest.mkdir(parents=True, exist_ok=True)
     found = {}
     for p in page_sizes:
-        hits = list(out.rglob(runner_name(p)))
-        if not hits:
-            raise ToolError(f"{out}: the build made no {runner_name(p)}")
-        found[p] = hits[0]
+        built = out / "harness" / "runner" / runner_name(p)
+        if not built.is_file():
+            hits = [h for h in out.rglob(runner_name(p)) if RUNNERS_DIR not in h.relative_to(out).parts]
+            if not hits:
+                raise ToolError(f"{out}: the build made no {runner_name(p)}")
+            built = hits[0]
+        tmp = dest / f".{runner_name(p)}.{os.getpid()}"
+        shutil.copy2(built, tmp)
+        os.replace(tmp, dest / runner_name(p))   # a run still using the old file keeps it
+        found[p] = dest / runner_name(p)
+    (dest / CONTENT_STAMP).write_text(json.dumps({"tree": str(tree), "content_sha256": content,
+                                                  "page_sizes": sorted(set(page_sizes))}) + "\n")
+    os.utime(dest)
+    # keep the runners of the last few contents (a run may still be using one of them)
+    others = sorted((d for d in (out / RUNNERS_DIR).iterdir() if d.is_dir() and d != dest),
+                    key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in others[KEEP_RUNNERS - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
     return found
