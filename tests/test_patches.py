@@ -151,6 +151,18 @@ def test_missing_file_in_tree(tree, cache, tmp_path):
         patches.apply(tree, p, cache)
 
 
+def test_missing_file_after_a_present_one_is_the_one_named(tree, cache, tmp_path):
+    """patch's "can't find file" follows the last file it checked: name the missing one."""
+    ffa = (tree / FFA_C).read_text().splitlines()[0]
+    p = tmp_path / "two.patch"
+    p.write_text(f"--- a/{FFA_C}\n+++ b/{FFA_C}\n@@ -1,1 +1,1 @@\n-{ffa}\n+{ffa} /* x */\n"
+                 "--- a/virt/kvm/missing.c\n+++ b/virt/kvm/missing.c\n@@ -1,1 +1,1 @@\n-a\n+b\n")
+    with pytest.raises(PatchError) as e:
+        patches.apply(tree, p, cache)
+    assert "virt/kvm/missing.c: not in the tree" in str(e.value)
+    assert f"{FFA_C}: not in the tree" not in str(e.value)
+
+
 def test_patch_touching_extra_file_copies_it(tree, cache, tmp_path):
     extra = tree / "drivers/x.c"
     extra.parent.mkdir(parents=True)

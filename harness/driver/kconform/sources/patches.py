@@ -207,12 +207,20 @@ def _why(output: str) -> str:
         if m:
             current = m.group(1)
             continue
+        # "can't find file to patch" is followed by the header it could not apply:
+        # the missing file is named there, not by the last file patch checked.
+        m = re.match(r"^\|\+\+\+ (?:b/)?(\S+)", line) or re.match(r"^\|--- (?:a/)?(\S+)", line)
+        if m and reasons and reasons[-1] == "a file: not in the tree" and m.group(1) != "/dev/null":
+            reasons[-1] = f"{m.group(1)}: not in the tree"
+            continue
         m = re.match(r"^Hunk #(\d+) FAILED at (\d+)", line)
         if m:
             reasons.append(f"{current}: hunk #{m.group(1)} FAILED at line {m.group(2)}")
         elif "Reversed (or previously applied) patch detected" in line:
             reasons.append(f"{current}: already applied (or reversed)")
-        elif re.search(r"No such file|can't find file", line):
+        elif re.search(r"can't find file", line):
+            reasons.append("a file: not in the tree")  # named by the header lines that follow
+        elif re.search(r"No such file", line):
             reasons.append(f"{current or 'a file'}: not in the tree")
         elif "malformed patch" in line or "Only garbage" in line:
             reasons.append(f"malformed patch ({line.strip()})")
