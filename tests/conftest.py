@@ -50,3 +50,28 @@ def have_kvm() -> bool:
 
 needs_kvm = pytest.mark.skipif(not have_kvm(), reason="/dev/kvm is missing or not accessible: "
                                                       "the host target cannot run here")
+
+
+# The known 6.18 finding (ci/known-findings.json): a bind past 2^63, in the binary-able
+# text form a fuzz input has (named "fuzz", as every mutated input is).
+BIND_PAST_2_63 = """kconform-scenario 1
+abi gmem
+name fuzz
+requires gmem user_memory2
+create_vm
+create_gmem vm=0 size=0x4000 flags=0
+bind vm=0 slot=0 gpa=0 size=0x1000 gmem=0 gmem_offset=0x7ffffffffffff000
+"""
+
+
+def kernel_build_missing() -> str | None:
+    """Why a kernel cannot be built here (its Debian packages missing and no root to
+    install them), or None."""
+    from kconform.core import deps
+    try:
+        need = deps.missing(["kernel-build"])
+    except Exception as e:  # noqa: BLE001
+        return str(e)
+    if need and os.geteuid() != 0:
+        return "kernel build packages missing: " + " ".join(need)
+    return None

@@ -11,19 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, kconform, needs_kvm
+from conftest import BIND_PAST_2_63, REPO, kconform, needs_kvm
 
 pytestmark = needs_kvm
 
-# The known 6.18 finding (ci/known-findings.json): bind past 2^63.
-BIND_PAST_2_63 = """kconform-scenario 1
-abi gmem
-name fuzz
-requires gmem user_memory2
-create_vm
-create_gmem vm=0 size=0x4000 flags=0
-bind vm=0 slot=0 gpa=0 size=0x1000 gmem=0 gmem_offset=0x7ffffffffffff000
-"""
 
 
 @pytest.fixture(scope="module")

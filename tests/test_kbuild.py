@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, KCONFORM
+from conftest import KCONFORM, REPO, kernel_build_missing
 from kconform.core import locks
 from kconform.core.errors import ToolError
 from kconform.sources import kernel_build
@@ -55,14 +55,7 @@ open(sys.argv[2], "wb").write(bytes(head) + open(sys.argv[1], "rb").read())
 
 
 def _missing() -> str | None:
-    from kconform.core import deps
-    try:
-        need = deps.missing(["kernel-build"])
-    except Exception as e:  # noqa: BLE001
-        return str(e)
-    if need and os.geteuid() != 0:
-        return "kernel build packages missing: " + " ".join(need)
-    return None
+    return kernel_build_missing()
 
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))

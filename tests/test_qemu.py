@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, kconform
+from conftest import REPO, kconform, kernel_build_missing
 from kconform.engine.runner import REPLAY_SUBCOMMAND
 from kconform.sources import debian_kernels, kernel_build
 from kconform.sources.kernel_image import KernelError, user_kernel
@@ -306,17 +306,7 @@ WRITE_PATCH = REPO / "targets/qemu/write/gmem-write-reference.patch"
 
 
 def _kernel_build_missing() -> str | None:
-    from kconform.core import deps
-    why = _qemu_missing()
-    if why:
-        return why
-    try:
-        need = deps.missing(["kernel-build"])
-    except Exception as e:  # noqa: BLE001
-        return str(e)
-    if need and os.geteuid() != 0:
-        return "kernel build packages missing: " + " ".join(need)
-    return None
+    return _qemu_missing() or kernel_build_missing()
 
 
 @pytest.mark.network

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import REPO, kconform, needs_kvm
+from conftest import BIND_PAST_2_63, REPO, kconform, needs_kvm
 from kconform.commands import run as run_cmd
 from kconform.engine import baseline, fuzz_findings, report
 from kconform.engine.runner import Engine
@@ -344,14 +344,6 @@ def test_fuzz_entries_follow_target_release_and_scenario_patterns():
     assert baseline.fuzz_entries(odd, "host", "6.18.44") == []  # left to the replay
 
 
-BIND_PAST_2_63 = """kconform-scenario 1
-abi gmem
-name fuzz
-requires gmem user_memory2
-create_vm
-create_gmem vm=0 size=0x4000 flags=0
-bind vm=0 slot=0 gpa=0 size=0x1000 gmem=0 gmem_offset=0x7ffffffffffff000
-"""
 
 
 @pytest.fixture(scope="module")

@@ -47,17 +47,9 @@ std::string failure(Outcome::Kind kind, int64_t value) {
 }  // namespace
 
 std::string to_string(const Outcome& o) {
-  std::string s;
-  switch (o.kind) {
-    case Outcome::Kind::kOk:
-      s = "ok " + std::to_string(o.value);
-      if (o.aux) s += " aux=" + hex(o.aux);
-      break;
-    case Outcome::Kind::kErrno:
-    case Outcome::Kind::kSignal:
-      s = failure(o.kind, o.value);
-      break;
-  }
+  std::string s = o.kind != Outcome::Kind::kOk ? failure(o.kind, o.value)
+                  : o.aux                        ? "ok " + std::to_string(o.value) + " aux=" + hex(o.aux)
+                                                 : "ok " + std::to_string(o.value);
   // FF-A outcomes carry registers and a state digest: show the non-zero ones.
   uint8_t mask = 0;
   for (int i = 0; i < 8; ++i)
@@ -66,18 +58,10 @@ std::string to_string(const Outcome& o) {
 }
 
 std::string to_string(const Allowed& a) {
-  std::string s;
-  switch (a.kind) {
-    case Outcome::Kind::kOk:
-      s = a.lo == a.hi ? "ok " + std::to_string(a.lo)
-                       : "ok " + std::to_string(a.lo) + ".." + std::to_string(a.hi);
-      if (a.check_aux) s += " aux=" + hex(a.aux);
-      break;
-    case Outcome::Kind::kErrno:
-    case Outcome::Kind::kSignal:
-      s = failure(a.kind, a.lo);
-      break;
-  }
+  std::string s = a.kind != Outcome::Kind::kOk
+                      ? failure(a.kind, a.lo)
+                      : "ok " + std::to_string(a.lo) + (a.lo == a.hi ? "" : ".." + std::to_string(a.hi));
+  if (a.kind == Outcome::Kind::kOk && a.check_aux) s += " aux=" + hex(a.aux);
   // FF-A: the registers the model constrains and the state it demands.
   s += regs_evidence(a.regs, a.regs_mask, a.check_state, a.state);
   return s + " [" + rule_info(a.rule).id + "]";
