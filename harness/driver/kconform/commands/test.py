@@ -3,14 +3,13 @@ plain and ASan+UBSan builds, then the Python and end-to-end tests)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rich.console import Console
 
-from kconform.core import deps
+from kconform.core import deps, procs
 from kconform.core.errors import ToolError
 from kconform.core.paths import REPO, build_dir
 from kconform.engine.build import build_preset
@@ -41,7 +40,7 @@ def cmd_test(args, console: Console) -> int:
         junit = build_dir(preset) / "ctest-results.xml"
         junit.unlink(missing_ok=True)
         log(f"kconform test: C++ unit tests ({preset})")
-        subprocess.run(["ctest", "--preset", preset, "--output-junit", str(junit)], cwd=REPO)
+        procs.run(["ctest", "--preset", preset, "--output-junit", str(junit)], cwd=REPO)
         for i, n in enumerate(_junit_counts(junit)):
             totals[i] += n
     log("kconform test: Python and end-to-end tests (pytest)")
@@ -50,7 +49,7 @@ def cmd_test(args, console: Console) -> int:
     cmd = [sys.executable, "-m", "pytest", "-q", "-ra", f"--junitxml={junit}", str(REPO / "tests")]
     if args.pytest_args:
         cmd += args.pytest_args
-    subprocess.run(cmd, cwd=REPO)
+    procs.run(cmd, cwd=REPO)  # its own process group: SIGINT/SIGTERM end every test process
     for i, n in enumerate(_junit_counts(junit)):
         totals[i] += n
     passed, failed, skipped = totals
