@@ -1,6 +1,8 @@
 // The fuzz runner (fuzz_runner.h).
 #include "harness/fuzz/fuzz_runner.h"
 
+#include <fnmatch.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -33,24 +35,8 @@ OpenTarget open_or_exit(const TargetFamily& family) {
 }  // namespace
 
 bool glob_match(const std::string& pattern, const std::string& text) {
-  // Iterative wildcard matching with backtracking to the last `*`.
-  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
+  // libc's matcher; FNM_NOESCAPE: a backslash is itself, as in Python's fnmatch.
+  return ::fnmatch(pattern.c_str(), text.c_str(), FNM_NOESCAPE) == 0;
 }
 
 FuzzRunner::FuzzRunner(const TargetFamily& family, const FuzzConfig& cfg, Mode mode)
