@@ -19,17 +19,32 @@ const char* to_string(VerdictKind k) {
   return "?";
 }
 
+namespace {
+
+void add_once(std::vector<RuleId>& rules, RuleId r) {
+  if (std::find(rules.begin(), rules.end(), r) == rules.end()) rules.push_back(r);
+}
+
+}  // namespace
+
 Verdict judge(const Expectation& expected, const Outcome& observed) {
   Verdict v;
   for (const Allowed& a : expected.allowed)
     if (a.admits(observed)) return v;
   v.kind = VerdictKind::kViolation;
-  // Blame the rules whose outcomes were expected. When the target failed
-  // with an errno that a broken rule did not license, or succeeded where a
-  // rule demanded an error, those are the rules the difference violates.
+  // Blame exactly. First the rules on whose forbidden side the op was: each
+  // demanded an outcome the target did not give.
+  for (const RuleHit& h : expected.hits)
+    if (h.forbidden) add_once(v.violated, h.rule);
+  if (!v.violated.empty()) return v;
+  // Every rule evaluated was on its allowed side, and the outcome is outside
+  // every allowed set: the rules that would have had to allow it. Those that
+  // license an outcome of the observed kind (a wrong count, errno or digest)
+  // are the ones whose set lacks it; if none does, every licensing rule.
   for (const Allowed& a : expected.allowed)
-    if (std::find(v.violated.begin(), v.violated.end(), a.rule) == v.violated.end())
-      v.violated.push_back(a.rule);
+    if (a.kind == observed.kind) add_once(v.violated, a.rule);
+  if (v.violated.empty())
+    for (const Allowed& a : expected.allowed) add_once(v.violated, a.rule);
   if (v.violated.empty()) v.violated.push_back(kNoRule);
   return v;
 }

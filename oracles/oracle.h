@@ -12,15 +12,20 @@ enum class VerdictKind : uint8_t {
   kPass,         // the observed outcome is one of the allowed ones
   kViolation,    // it is not: the rules licensing the allowed outcomes are violated
   kUnsupported,  // the target lacks a capability the scenario requires
-  kUnchecked,    // an earlier op of the scenario violated a rule; the model no longer
-                 // knows the target's state, so later ops are run but not judged
+  kUnchecked,    // the model lost track of the target's state at an earlier op (it
+                 // could not adopt what the target did there): run but not judged
 };
 
 const char* to_string(VerdictKind k);
 
 struct Verdict {
   VerdictKind kind = VerdictKind::kPass;
-  std::vector<RuleId> violated;  // kViolation: distinct rules of the allowed outcomes
+  // kViolation: the rules the outcome violates. The rules on whose forbidden
+  // side the op was (RuleHit::forbidden); if none, the rules licensing an
+  // outcome of the observed kind (they would have had to allow it); if none,
+  // every rule licensing an allowed outcome. Never a rule whose allowed side
+  // was met while another rule demanded something else.
+  std::vector<RuleId> violated;
 };
 
 Verdict judge(const Expectation& expected, const Outcome& observed);

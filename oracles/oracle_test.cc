@@ -59,5 +59,28 @@ TEST(Oracle, AnEmptyAllowedSetIsAlwaysAViolation) {
   EXPECT_EQ(v.violated, std::vector<RuleId>{kNoRule});
 }
 
+TEST(Oracle, BlamesOnlyTheRulesOnWhoseForbiddenSideTheOpWas) {
+  // kR1 demands EINVAL (forbidden side); kR2 permits EFBIG but was met.
+  Expectation e;
+  e.hits = {{kR1, true}, {kR2, false}};
+  e.allowed = {Allowed::err(kR1, EINVAL), Allowed::err(kR2, EFBIG)};
+  Verdict v = judge(e, Outcome::ok(4096));
+  EXPECT_EQ(v.kind, VerdictKind::kViolation);
+  EXPECT_EQ(v.violated, std::vector<RuleId>{kR1});
+}
+
+TEST(Oracle, WithNoForbiddenRuleBlamesTheRulesThatWouldHaveHadToAllowIt) {
+  // Both rules on their allowed side: kR1 licenses success, kR2 permits EFBIG.
+  Expectation e;
+  e.hits = {{kR1, false}, {kR2, false}};
+  e.allowed = {Allowed::ok(kR1, 8192), Allowed::err(kR2, EFBIG)};
+  // A wrong count: only the rule licensing counts would have had to allow it.
+  EXPECT_EQ(judge(e, Outcome::ok(4096)).violated, std::vector<RuleId>{kR1});
+  // A wrong errno: only the rule permitting errors.
+  EXPECT_EQ(judge(e, Outcome::err(EIO)).violated, std::vector<RuleId>{kR2});
+  // A signal, which no rule licenses in kind: every licensing rule.
+  EXPECT_EQ(judge(e, Outcome::sig(SIGBUS)).violated, (std::vector<RuleId>{kR1, kR2}));
+}
+
 }  // namespace
 }  // namespace kconform
