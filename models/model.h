@@ -5,10 +5,44 @@
 
 #include <cstddef>
 
+#include <string>
+#include <vector>
+
 #include "harness/scenario/scenario.h"
+#include "models/common/contents.h"
 #include "models/common/outcome.h"
 
 namespace kconform {
+
+// One page whose contents differ from the model's (content oracle).
+struct PageDiff {
+  uint64_t slot = 0, index = 0;
+  uint64_t first_diff = 0;  // byte offset in the page of the first difference
+  uint64_t expected_digest = 0, observed_digest = 0;  // FNV-1a of the page
+  RuleId rule = kNoRule;    // the content rule the difference breaks
+  std::string why;          // what the bytes are, where they came from
+};
+
+// The content oracle's judgement after one op (Model::check_contents).
+struct ContentCheck {
+  bool taken = false;          // the target re-read contents after this op
+  uint64_t files = 0, pages = 0;  // files observed, pages in memory compared
+  uint64_t digest = 0;         // FNV-1a over every observed page, in order
+  std::vector<RuleHit> hits;   // the content rules evaluated
+  std::vector<RuleId> violated;
+  std::vector<PageDiff> diffs;
+  std::vector<std::string> unobserved;  // "gmem N: reason"
+  std::string note;            // one line per broken rule, for the verdict's note
+  void clear() {
+    taken = false;
+    files = pages = digest = 0;
+    hits.clear();
+    violated.clear();
+    diffs.clear();
+    unobserved.clear();
+    note.clear();
+  }
+};
 
 class Model {
  public:
@@ -21,6 +55,27 @@ class Model {
   // Applies the effect of op i given the outcome the target produced, which
   // the oracle has checked is one of the allowed outcomes of expect().
   virtual void commit(const Scenario& s, size_t i, const Outcome& observed) = 0;
+  // After a violation: continues from what the target did, when the model can
+  // represent it (the observed result and its effects). Returns true and says
+  // in *note what was adopted, or returns false with the reason in *note: the
+  // model has then lost track of the target, and later ops go unchecked.
+  virtual bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) {
+    (void)s, (void)i, (void)observed;
+    *note = "the model cannot represent this outcome's effects";
+    return false;
+  }
+  // Content oracle: whether the target should re-read the data the scenario
+  // can read after op i (ops that can change data, and the last op).
+  virtual bool wants_contents(const Scenario& s, size_t i) const {
+    (void)s, (void)i;
+    return false;
+  }
+  // Compares what the target re-read after op i with the model's contents
+  // into *out, then takes the target's contents as its own (the model goes on
+  // from what the target holds; each difference is reported once).
+  virtual void check_contents(const Scenario& s, size_t i, const Contents& seen, ContentCheck* out) {
+    (void)s, (void)i, (void)seen, (void)out;
+  }
 };
 
 }  // namespace kconform

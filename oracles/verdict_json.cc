@@ -45,8 +45,39 @@ json base_record(const ScenarioRef& ref, size_t op_index) {
 
 }  // namespace
 
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "contents": what the content oracle looked at after the op and every page
+// that differed (oracles/README.md).
+json contents_record(const ContentCheck& c) {
+  json r{{"files", c.files}, {"pages", c.pages}, {"digest", hex(c.digest)}};
+  if (!c.unobserved.empty()) r["unobserved"] = c.unobserved;
+  if (!c.diffs.empty()) {
+    json diffs = json::array();
+    for (const PageDiff& d : c.diffs)
+      diffs.push_back(json{{"gmem", d.slot},
+                           {"page", d.index},
+                           {"first_diff", hex(d.first_diff)},
+                           {"expected_digest", hex(d.expected_digest)},
+                           {"observed_digest", hex(d.observed_digest)},
+                           {"rule", rule_info(d.rule).id},
+                           {"why", d.why}});
+    r["differ"] = diffs;
+  }
+  return r;
+}
+
+}  // namespace
+
 void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
-                       const Outcome& observed, const Verdict& verdict) {
+                       const Outcome& observed, const Verdict& verdict, const ContentCheck* contents,
+                       bool adopted) {
   json r = base_record(ref, op_index);
   r["verdict"] = to_string(verdict.kind);
   json rules = json::array();
@@ -62,7 +93,13 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     for (RuleId id : verdict.violated) violated.push_back(rule_info(id).id);
     r["violated"] = violated;
     if (!expected.note.empty()) r["note"] = expected.note;
+    if (adopted) r["adopted"] = true;
+  } else if (verdict.kind == VerdictKind::kUnchecked && !expected.note.empty()) {
+    r["note"] = expected.note;
   }
+  // A re-read that found nothing (no file yet) is left out.
+  if (contents && contents->taken && (contents->files != 0 || !contents->unobserved.empty()))
+    r["contents"] = contents_record(*contents);
   emit(r.dump());
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/scenario/scenario.h"
+#include "models/model.h"
 #include "oracles/oracle.h"
 #include "targets/target.h"
 
@@ -34,8 +35,11 @@ class VerdictWriter {
   explicit VerdictWriter(std::FILE* out) : out_(out) {}
   void plan(size_t scenarios, size_t ops);
   void target(const TargetIdentity& id);
+  // contents: the content oracle's judgement after the op, if it ran;
+  // adopted: the model went on from a violating outcome (step.h).
   void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
-          const Outcome& observed, const Verdict& verdict);
+          const Outcome& observed, const Verdict& verdict, const ContentCheck* contents = nullptr,
+          bool adopted = false);
   void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps);
   void summary(size_t scenarios, size_t ops, size_t violations, double seconds,
                const FaultReport* fault = nullptr);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/scenario/scenario.h"
+#include "models/common/contents.h"
 #include "models/common/outcome.h"
 
 namespace kconform {
@@ -29,6 +30,12 @@ class Target {
   virtual void begin(const Scenario& s) = 0;
   // Runs op i of s and reports what it did.
   virtual Outcome exec(const Scenario& s, size_t i) = 0;
+  // Re-reads the data the scenario can read, after op i ran (content oracle,
+  // models/common/contents.h). False: this target cannot.
+  virtual bool observe(const Scenario& s, size_t i, Contents* out) {
+    (void)s, (void)i, (void)out;
+    return false;
+  }
   // Releases everything the scenario created (fds, VMs, mappings).
   virtual void end() = 0;
 };

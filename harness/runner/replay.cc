@@ -12,7 +12,9 @@
 //         {"type":"identity","target","release","seconds"?,"profile":{write_abi, page_size,
 //          supported_flags[2], vm_types, user_memory2, gmem_on_vm_type[2]},
 //          "caps":[[name, value]...], "cap_bits"}
-//         {"type":"scenario","s":N,"ops":[[kind, value, aux], ...]}  per scenario run
+//         {"type":"scenario","s":N,"ops":[[kind, value, aux, contents?], ...]}  per scenario run;
+//          contents: the pages re-read after that op, in the text form of
+//          models/common/contents.h (the content oracle judges them here)
 //       A scenario with fewer recorded ops than it has (the guest died in it)
 //       is judged up to its last recorded op; one without a record is left out.
 #include <sys/stat.h>
@@ -45,21 +47,34 @@ int fail(const std::string& msg) {
   return kExitError;
 }
 
+// One recorded op: its outcome and, if the target re-read pages after it, those.
+struct RecordedOp {
+  Outcome outcome;
+  bool has_contents = false;
+  Contents contents;
+};
+
 // The outcome source of replay: the recorded outcome of each op; the scenario
 // pointer says which.
 class ReplayTarget : public Target {
  public:
-  ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<Outcome>> recorded)
+  ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<RecordedOp>> recorded)
       : id_(std::move(id)), recorded_(std::move(recorded)) {}
   const TargetIdentity& identity() const override { return id_; }
   void begin(const Scenario& s) override { current_ = &recorded_.at(&s); }
-  Outcome exec(const Scenario&, size_t i) override { return current_->at(i); }
+  Outcome exec(const Scenario&, size_t i) override { return current_->at(i).outcome; }
+  bool observe(const Scenario&, size_t i, Contents* out) override {
+    const RecordedOp& r = current_->at(i);
+    if (!r.has_contents) return false;
+    *out = r.contents;
+    return true;
+  }
   void end() override { current_ = nullptr; }
 
  private:
   TargetIdentity id_;
-  std::map<const Scenario*, std::vector<Outcome>> recorded_;
-  const std::vector<Outcome>* current_ = nullptr;
+  std::map<const Scenario*, std::vector<RecordedOp>> recorded_;
+  const std::vector<RecordedOp>* current_ = nullptr;
 };
 
 struct ReplayArgs {
@@ -113,14 +128,21 @@ bool read_identity(const nlohmann::json& r, TargetIdentity* id, gmem::Profile* p
   return true;
 }
 
-Outcome read_outcome(const nlohmann::json& o) {
+RecordedOp read_op(const nlohmann::json& o, uint64_t page_size, size_t index) {
   int kind = o.at(0).get<int>();
   if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
-    throw std::runtime_error("outcome kind " + std::to_string(kind) + " is not known");
-  Outcome out;
-  out.kind = static_cast<Outcome::Kind>(kind);
-  out.value = o.at(1).get<int64_t>();
-  out.aux = o.at(2).get<uint64_t>();
+    throw std::runtime_error("ops[" + std::to_string(index) + "]: outcome kind " + std::to_string(kind) +
+                             " is not known");
+  RecordedOp out;
+  out.outcome.kind = static_cast<Outcome::Kind>(kind);
+  out.outcome.value = o.at(1).get<int64_t>();
+  out.outcome.aux = o.at(2).get<uint64_t>();
+  if (o.size() > 3) {
+    std::string error;
+    if (!decode_contents(o.at(3).get<std::string>(), page_size, &out.contents, &error))
+      throw std::runtime_error("ops[" + std::to_string(index) + "][3] (contents): " + error);
+    out.has_contents = true;
+  }
   return out;
 }
 
@@ -176,7 +198,7 @@ int cmd_replay(int argc, char** argv) {
   gmem::Profile profile;
   bool have_identity = false;
   double seconds = 0;  // how long the recording target ran the scenarios
-  std::map<size_t, std::vector<Outcome>> by_index;
+  std::map<size_t, std::vector<RecordedOp>> by_index;
   std::ifstream obs(a.observations);
   if (!obs) return fail("cannot read " + a.observations + ": " + std::strerror(errno));
   std::string line;
@@ -194,8 +216,9 @@ int cmd_replay(int argc, char** argv) {
         if (s >= all.size())
           return fail(where + ": field 's': " + std::to_string(s) + " but only " +
                       std::to_string(all.size()) + " scenarios were given");
-        std::vector<Outcome> ops;
-        for (const auto& o : r.at("ops")) ops.push_back(read_outcome(o));
+        if (!have_identity) return fail(where + ": a 'scenario' record before the 'identity' record");
+        std::vector<RecordedOp> ops;
+        for (const auto& o : r.at("ops")) ops.push_back(read_op(o, profile.page_size, ops.size()));
         if (ops.size() > all[s].scenario.ops.size())
           return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
         by_index[s] = std::move(ops);
@@ -220,7 +243,7 @@ int cmd_replay(int argc, char** argv) {
     origin.push_back(s);
     if (!unsupported) replayed.back().scenario.ops.resize(it->second.size());
   }
-  std::map<const Scenario*, std::vector<Outcome>> recorded;
+  std::map<const Scenario*, std::vector<RecordedOp>> recorded;
   for (size_t n = 0; n < replayed.size(); ++n) {
     auto it = by_index.find(origin[n]);
     if (it != by_index.end()) recorded[&replayed[n].scenario] = it->second;

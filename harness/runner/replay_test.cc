@@ -125,12 +125,44 @@ TEST_F(Replay, AScenarioIsJudgedUpToItsLastRecordedOp) {
   EXPECT_EQ(verdicts(recs), std::vector<std::string>{"pass"});
 }
 
-TEST_F(Replay, AViolationLeavesTheRestUnchecked) {
+// Judge every op: the model adopts the failed create (no file) and goes on,
+// so the close after it is judged (EBADF is right for a file never made).
+TEST_F(Replay, AViolationIsAdoptedAndTheRestIsJudged) {
   std::string scen = write("s.kcs", std::string(kScenario) + "close gmem=0\n");
   std::vector<json> recs;
-  EXPECT_EQ(call({"replay", "--observations", observations(json::parse("[[0,0,0],[1,22,0],[0,0,0]]")), scen}, &recs),
+  EXPECT_EQ(call({"replay", "--observations", observations(json::parse("[[0,0,0],[1,22,0],[1,9,0]]")), scen}, &recs),
             1);
-  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "violation", "unchecked"}));
+  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "violation", "pass"}));
+  std::vector<json> ops;
+  for (const json& r : recs)
+    if (r["type"] == "op") ops.push_back(r);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[1]["adopted"], true);
+  EXPECT_NE(ops[1]["note"].get<std::string>().find("adopted:"), std::string::npos);
+}
+
+// Pages re-read in the guest travel in the observations and are judged here:
+// a new file whose first page holds bytes no op wrote breaks CONTENT.FOREIGN.
+TEST_F(Replay, RecordedContentsAreJudged) {
+  std::string scen = write("s.kcs",
+                           "kconform-scenario 1\nabi gmem\nname test/replay/contents\ncreate_vm\n"
+                           "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED\n");
+  std::vector<json> recs;
+  json ops = json::parse(R"([[0,0,0],[0,0,0,"f 0 4000 0 4|p 0 0 h5a,zfff"]])");
+  EXPECT_EQ(call({"replay", "--observations", observations(ops), scen}, &recs), 1);
+  std::vector<json> got;
+  for (const json& r : recs)
+    if (r["type"] == "op") got.push_back(r);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1]["verdict"], "violation");
+  EXPECT_EQ(got[1]["violated"], json::array({"GMEM.CONTENT.FOREIGN"}));
+  EXPECT_EQ(got[1]["contents"]["differ"][0]["first_diff"], "0");
+  // The same page all zero passes.
+  ops = json::parse(R"([[0,0,0],[0,0,0,"f 0 4000 0 4|p 0 0 z1000"]])");
+  EXPECT_EQ(call({"replay", "--observations", observations(ops), scen}, &recs), 0);
+  // Malformed contents: exit 2, the field named.
+  ops = json::parse(R"([[0,0,0],[0,0,0,"p 0 0 q12"]])");
+  EXPECT_EQ(call({"replay", "--observations", observations(ops), scen}, &recs), 2);
 }
 
 TEST_F(Replay, BadObservationsAndHelp) {
@@ -152,18 +184,26 @@ class Recorder : public Target {
   void begin(const Scenario& s) override {
     inner_.begin(s);
     ops_ = &recorded[&s];
+    *ops_ = json::array();
   }
   Outcome exec(const Scenario& s, size_t i) override {
     Outcome o = inner_.exec(s, i);
-    ops_->push_back(o);
+    ops_->push_back({static_cast<int>(o.kind), o.value, o.aux});
     return o;
   }
+  // The re-read travels in its text form, as from the QEMU agent.
+  bool observe(const Scenario& s, size_t i, Contents* out) override {
+    if (!inner_.observe(s, i, out)) return false;
+    ops_->back().push_back(encode_contents(*out, host_gmem::pattern_hints(s), page_size));
+    return true;
+  }
   void end() override { inner_.end(); }
-  std::map<const Scenario*, std::vector<Outcome>> recorded;
+  std::map<const Scenario*, json> recorded;
+  uint64_t page_size = 4096;
 
  private:
   Target& inner_;
-  std::vector<Outcome>* ops_ = nullptr;
+  json* ops_ = nullptr;
 };
 
 std::vector<json> op_records(const std::string& text) {
@@ -191,6 +231,7 @@ TEST_F(Replay, ARecordOfTheHostReplaysToTheSameVerdicts) {
   ASSERT_TRUE(load_all(files, &all, &error)) << error;
 
   Recorder rec(*host.target);
+  rec.page_size = host.profile.page_size;
   std::unique_ptr<Model> model = gmem::make_model(host.profile);
   char* buf = nullptr;
   size_t len = 0;
@@ -217,9 +258,7 @@ TEST_F(Replay, ARecordOfTheHostReplaysToTheSameVerdicts) {
   for (size_t n = 0; n < all.size(); ++n) {
     auto it = rec.recorded.find(&all[n].scenario);
     if (it == rec.recorded.end()) continue;  // unsupported here
-    json ops = json::array();
-    for (const Outcome& o : it->second) ops.push_back({static_cast<int>(o.kind), o.value, o.aux});
-    obs += json{{"type", "scenario"}, {"s", n}, {"ops", ops}}.dump() + "\n";
+    obs += json{{"type", "scenario"}, {"s", n}, {"ops", it->second}}.dump() + "\n";
     ++recorded;
   }
   ASSERT_GT(recorded, 100u);

@@ -40,7 +40,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
       set_in_flight(s.name, ls.file, ls.index, i, format_op(s, i));
       step(model, target, invariants, s, i, model_knows, &r);
       model_knows = r.model_knows;
-      writer.op(ref, i, r.expected, r.observed, r.verdict);
+      writer.op(ref, i, r.expected, r.observed, r.verdict, &r.contents, r.adopted);
       switch (r.verdict.kind) {
         case VerdictKind::kViolation: ++stats.violations; break;
         case VerdictKind::kUnchecked: ++stats.unchecked; break;

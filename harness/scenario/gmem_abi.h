@@ -33,6 +33,14 @@ enum OpCode : uint8_t {
   kOpCount
 };
 
+// Ops after which the content oracle re-reads what the scenario can read (with
+// a scenario's last op; models/gmem/SPEC.md HARNESS:OBSERVE): those that can
+// change a file's data.
+inline bool changes_data(uint8_t code) {
+  return code == kCreateGmem || code == kWrite || code == kPwrite || code == kPwritev || code == kStore ||
+         code == kFallocate;
+}
+
 // Creation flags (include/uapi/linux/kvm.h; WRITE from the write series v7).
 inline constexpr uint64_t kFlagMmap = 1ull << 0;
 inline constexpr uint64_t kFlagInitShared = 1ull << 1;

@@ -13,6 +13,9 @@ namespace kconform::gmem {
 // pwrite, pwritev, read, pread, load, store, and of a fallocate that
 // allocates (mode without PUNCH_HOLE). Above it: Outcome::err(E2BIG).
 inline constexpr uint64_t kMaxOpBytes = 64ull << 20;
+// The content re-read looks at most at this many pages of a file, from its
+// start or a mapping's (SPEC.md HARNESS:OBSERVE).
+inline constexpr uint64_t kObservePages = 1024;
 
 // Refusal order, before any kernel call:
 //   1. E2BIG  the op's byte count exceeds kMaxOpBytes (see above);

@@ -69,7 +69,33 @@ class GmemModel final : public Model {
   void commit(const Scenario& s, size_t i, const Outcome& observed) override {
     const Op& op = s.ops[i];
     if (op.code >= kOpCount) return;
+    state_.op = i;
     kHandlers[op.code].commit(state_, op, observed);
+  }
+
+  // Every outcome is one the state can hold: an fd that opened or not, a
+  // count of bytes written, a mapping made or not. The effects the outcome
+  // does not show (bytes written by a failed call, pages allocated) are
+  // found by the content re-read that follows (Step: check_contents).
+  bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) override {
+    const Op& op = s.ops[i];
+    if (op.code >= kOpCount) {
+      *note = "unknown gmem op code " + std::to_string(op.code);
+      return false;
+    }
+    std::string words = explain_write(state_, op, observed);
+    *note = words.empty() ? "the model took " + to_string(observed) + " as what the op did" : words;
+    commit(s, i, observed);
+    return true;
+  }
+
+  bool wants_contents(const Scenario& s, size_t i) const override {
+    if (i >= s.ops.size() || s.ops[i].code >= kOpCount) return false;
+    return i + 1 == s.ops.size() || gmem::wants_contents(s.ops[i]);
+  }
+
+  void check_contents(const Scenario&, size_t, const Contents& seen, ContentCheck* out) override {
+    gmem::check_contents(state_, seen, out);
   }
 
  private:

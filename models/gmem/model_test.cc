@@ -129,6 +129,19 @@ class Session {
     return e;
   }
   Expectation ok(const Op& op, int64_t v = 0) { return step(op, Outcome::ok(v)); }
+  // expect() and then adopt() of an outcome expect() need not allow.
+  bool adopt(const Op& op, const Outcome& observed, std::string* note) {
+    s_.ops.push_back(op);
+    Expectation e;
+    model_->expect(s_, s_.ops.size() - 1, e);
+    return model_->adopt(s_, s_.ops.size() - 1, observed, note);
+  }
+  // The content oracle after the last op.
+  ContentCheck contents(const Contents& seen) {
+    ContentCheck c;
+    model_->check_contents(s_, s_.ops.empty() ? 0 : s_.ops.size() - 1, seen, &c);
+    return c;
+  }
 
   static bool admits(const Expectation& e, const Outcome& o) {
     return std::any_of(e.allowed.begin(), e.allowed.end(), [&](const Allowed& a) { return a.admits(o); });
@@ -1260,8 +1273,10 @@ TEST_P(GmemRuleSides, TheOracleRejectsAWrongOutcome) {
 TEST(GmemRuleSides, EveryRuleHasARow) {
   std::set<RuleId> covered;
   for (const RuleCase& c : rule_cases()) covered.insert(c.rule);
-  for (RuleId r = 1; r < kGmemRulesEnd; ++r)
+  for (RuleId r = 1; r < kGmemRulesEnd; ++r) {
+    if (r == kGmemContentMatch || r == kGmemContentForeign) continue;  // judged by GmemContent below
     EXPECT_TRUE(covered.count(r)) << rule_info(r).id << " has no row";
+  }
 }
 
 // ============================ expect() is read-only ============================
@@ -1352,6 +1367,136 @@ TEST(GmemBind, DeleteWithUnalignedFieldsMayFailTheStandardChecks) {
   EXPECT_TRUE(admits(Outcome::err(EINVAL)));
   EXPECT_TRUE(admits(Outcome::ok()));
   EXPECT_FALSE(admits(Outcome::err(EEXIST)));
+}
+
+}  // namespace
+}  // namespace kconform::gmem
+
+// ============================ the content oracle ============================
+
+namespace kconform::gmem {
+namespace {
+
+// What a target re-reads of file `slot` (4 pages, all observable), with the
+// given pages in memory.
+Contents seen_file(uint64_t slot, std::vector<PageContent> pages, uint64_t npages = 4) {
+  Contents c;
+  c.files.push_back({slot, true, "", true, npages * P, 0, npages});
+  c.pages = std::move(pages);
+  return c;
+}
+PageContent pattern_page(uint64_t slot, uint64_t index, uint64_t seed, uint64_t start) {
+  PageContent pg{slot, index, std::vector<uint8_t>(P)};
+  fill_pattern(seed, start, pg.bytes);
+  return pg;
+}
+bool content_hit(const ContentCheck& c, RuleId r, bool forbidden) {
+  return std::any_of(c.hits.begin(), c.hits.end(),
+                     [&](const RuleHit& h) { return h.rule == r && h.forbidden == forbidden; });
+}
+
+const uint64_t kWritableAll = kFlagMmap | kFlagInitShared | kFlagWrite;
+
+TEST(GmemContent, WrittenBytesAndHolesAsTheModelHasThemPass) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  r.ok(pwrite(0, P, 2 * P, 7), 2 * P);
+  // Pages 1 and 2 in memory with the written bytes; 0 and 3 are holes.
+  ContentCheck c = r.contents(seen_file(0, {pattern_page(0, 1, 7, 0), pattern_page(0, 2, 7, P)}));
+  EXPECT_TRUE(c.violated.empty()) << c.note;
+  EXPECT_EQ(c.files, 1u);
+  EXPECT_EQ(c.pages, 2u);
+  EXPECT_TRUE(content_hit(c, kGmemContentMatch, false));
+  EXPECT_TRUE(content_hit(c, kGmemContentForeign, false));
+}
+
+// The v7 leak: a zero-length write allocates a page without clearing it, and
+// a new file shows bytes another (closed) file had.
+TEST(GmemContent, BytesOfAnotherFileAreForeignAndTheirOriginIsNamed) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  r.ok(pwrite(0, 0, 4 * P, 7), 4 * P);
+  r.ok(close_gmem(0));
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  r.ok(pwrite(1, 0, 0, 9), 0);
+  Contents seen = seen_file(1, {pattern_page(1, 0, 7, 2 * P)});
+  ContentCheck c = r.contents(seen);
+  ASSERT_EQ(c.violated, std::vector<RuleId>{kGmemContentForeign}) << c.note;
+  EXPECT_TRUE(content_hit(c, kGmemContentForeign, true));
+  ASSERT_EQ(c.diffs.size(), 1u);
+  EXPECT_EQ(c.diffs[0].slot, 1u);
+  EXPECT_EQ(c.diffs[0].first_diff, 0u);
+  EXPECT_NE(c.diffs[0].why.find("op 2 (pattern 0x7) meant for gmem 0 offset 0x2000"), std::string::npos)
+      << c.diffs[0].why;
+  // The model now holds what the target holds: the same re-read passes.
+  EXPECT_TRUE(r.contents(seen).violated.empty());
+}
+
+TEST(GmemContent, RandomBytesNoOpWroteAreForeign) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  PageContent pg{0, 3, std::vector<uint8_t>(P, 0)};
+  pg.bytes[100] = 0x5a;
+  ContentCheck c = r.contents(seen_file(0, {pg}));
+  ASSERT_EQ(c.violated, std::vector<RuleId>{kGmemContentForeign});
+  EXPECT_EQ(c.diffs[0].first_diff, 100u);
+  EXPECT_NE(c.diffs[0].why.find("no op of the scenario wrote: 5a"), std::string::npos) << c.diffs[0].why;
+}
+
+// A failed write that landed its bytes anyway: the bytes are the file's own
+// (not foreign) but the model holds none of them.
+TEST(GmemContent, BytesOfAFailedWriteBreakMatchNotForeign) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  std::string note;
+  ASSERT_TRUE(r.adopt(pwrite(0, 0, P + 1, 7), Outcome::err(EINVAL), &note));
+  ContentCheck c = r.contents(seen_file(0, {pattern_page(0, 0, 7, 0)}));
+  EXPECT_EQ(c.violated, std::vector<RuleId>{kGmemContentMatch}) << c.note;
+  EXPECT_NE(c.diffs[0].why.find("the model has zero"), std::string::npos) << c.diffs[0].why;
+}
+
+TEST(GmemContent, WrittenPageNotInMemoryBreaksMatch) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  r.ok(pwrite(0, 0, P, 7), P);
+  ContentCheck c = r.contents(seen_file(0, {}));
+  EXPECT_EQ(c.violated, std::vector<RuleId>{kGmemContentMatch}) << c.note;
+  EXPECT_NE(c.note.find("page not in memory"), std::string::npos) << c.note;
+  // Adopted: the page is a hole now.
+  EXPECT_TRUE(r.contents(seen_file(0, {})).violated.empty());
+}
+
+TEST(GmemContent, UnobservableFilesAreListedWithTheReason) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kFlagWrite));
+  Contents seen;
+  seen.files.push_back({0, false, "no MMAP flag", false, 0, 0, 0});
+  ContentCheck c = r.contents(seen);
+  EXPECT_EQ(c.files, 0u);
+  EXPECT_TRUE(c.hits.empty());
+  EXPECT_EQ(c.unobserved, std::vector<std::string>{"gmem 0: no MMAP flag"});
+}
+
+// Judge every op: a short count for an unaligned write is adopted (the note
+// says what was written), and the ops after it are judged against it.
+TEST(GmemContent, AShortWriteIsAdoptedAndExplained) {
+  Session r(write_profile());
+  r.ok(create_vm());
+  r.ok(create_gmem(0, 4 * P, kWritableAll));
+  std::string note;
+  ASSERT_TRUE(r.adopt(pwrite(0, 0, P + 1, 7), Outcome::ok(P), &note));
+  EXPECT_NE(note.find("short write: 0x1000 of 0x1001 bytes written"), std::string::npos) << note;
+  EXPECT_TRUE(r.contents(seen_file(0, {pattern_page(0, 0, 7, 0)})).violated.empty());
+  r.ok(mmap_op(0, 0, 4 * P));
+  std::vector<uint8_t> bytes(P);
+  fill_pattern(7, 0, bytes);
+  EXPECT_TRUE(admits(r.peek(load(0, 0, P)), Outcome::ok(0, fnv1a(bytes))));
 }
 
 }  // namespace

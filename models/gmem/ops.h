@@ -7,6 +7,7 @@
 #include "models/gmem/guards.h"
 #include "models/gmem/state.h"
 #include "models/common/outcome.h"
+#include "models/model.h"
 
 namespace kconform::gmem {
 
@@ -35,6 +36,16 @@ KCONFORM_GMEM_OP(load)
 KCONFORM_GMEM_OP(store)
 
 #undef KCONFORM_GMEM_OP
+
+// What the model adopts of a write's observed outcome, in words ("short write:
+// N of M bytes written; ..."); empty for other ops.
+std::string explain_write(const State& st, const Op& op, const Outcome& observed);
+
+// Content oracle (content.cc, SPEC.md CONTENT:*): whether op i is one after
+// which the target re-reads contents, and the comparison (which then takes
+// the target's contents as the model's).
+bool wants_contents(const Op& op);
+void check_contents(State& st, const Contents& seen, ContentCheck* out);
 
 // Success of an op that produces a resource: the harness reports ok(0), never
 // the fd or address (SPEC.md HARNESS:SLOTS).

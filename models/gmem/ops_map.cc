@@ -239,6 +239,9 @@ void commit_store(State& st, const Op& op, const Outcome& observed) {
   if (a.map >= st.maps.size() || !st.maps[a.map].live) return;
   const Mapping& map = st.maps[a.map];
   uint64_t start = map.offset + a.offset;
+  // The bytes were aimed at the file whatever happened (CONTENT:FOREIGN).
+  if (a.len != 0 && a.len <= kMaxOpBytes && map.file < st.files.size())
+    st.files[map.file].sources.push_back({st.op, a.pattern, start, a.len});
   uint64_t n = 0;
   if (observed.kind == Outcome::Kind::kOk) {
     n = a.len;

@@ -2,7 +2,9 @@
 // WRITEV:*, FLAGS:WRITE). In the write ABI a write either fails, writes all
 // of its (clamped) count, or writes a page-aligned prefix and returns a short
 // count; commit_write applies exactly the count the target returned.
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 
 #include "models/gmem/guards.h"
 #include "models/gmem/ops.h"
@@ -190,16 +192,42 @@ void expect_write(const State& st, const Op& op, Expectation& out) {
 }
 
 void commit_write(State& st, const Op& op, const Outcome& observed) {
-  if (observed.kind != Outcome::Kind::kOk || observed.value <= 0) return;
   WriteRequest w = parse(st, op);
   GmemFile* file = st.file_at(w.slot);
   if (!file) return;
+  // Whatever the outcome, these bytes were aimed at the file (CONTENT:FOREIGN).
+  uint64_t aimed = std::min(w.len, kMaxOpBytes);
+  if (aimed != 0 && w.offset <= kLoffMax) file->sources.push_back({st.op, w.pattern, w.offset, aimed});
+  if (observed.kind != Outcome::Kind::kOk || observed.value <= 0) return;
   // Exactly the returned count was written, from the start of the source.
   uint64_t n = static_cast<uint64_t>(observed.value);
   if (w.offset < file->size) {
     store_bytes(*file, st.page(), w.offset, w.pattern, 0, std::min(n, file->size - w.offset));
   }
   if (!w.positional) file->pos = w.offset + n;
+}
+
+std::string explain_write(const State& st, const Op& op, const Outcome& observed) {
+  if (op.code != kWrite && op.code != kPwrite && op.code != kPwritev) return "";
+  WriteRequest w = parse(st, op);
+  const uint64_t count = clamped_count(st, w.len);
+  char buf[256];
+  if (observed.kind != Outcome::Kind::kOk) {
+    std::snprintf(buf, sizeof buf, "the write of %#llx bytes at %#llx failed (%s): the model holds none of them",
+                  (unsigned long long)count, (unsigned long long)w.offset, to_string(observed).c_str());
+    return buf;
+  }
+  const uint64_t n = static_cast<uint64_t>(observed.value);
+  const GmemFile* file = st.live_file(w.slot) ? st.live_file(w.slot) : nullptr;
+  const uint64_t kept = file && w.offset < file->size ? std::min(n, file->size - w.offset) : 0;
+  std::snprintf(buf, sizeof buf,
+                "%s write: %#llx of %#llx bytes written; the model holds pattern %#llx in [%#llx, %#llx) of gmem "
+                "%llu%s and the page contents are re-read",
+                n < count ? "short" : (n == count ? "whole" : "overlong"), (unsigned long long)n,
+                (unsigned long long)count, (unsigned long long)w.pattern, (unsigned long long)w.offset,
+                (unsigned long long)(w.offset + kept), (unsigned long long)w.slot,
+                kept < n ? " (bytes beyond EOF have nowhere to go)" : "");
+  return buf;
 }
 
 }  // namespace kconform::gmem

@@ -43,6 +43,16 @@ inline bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 // present pages hold their bytes (page_size each). The model does not track
 // allocation separately from content (SPEC.md LSEEK:DATA-HOLE allows any
 // answer in range), so fallocate(KEEP_SIZE) leaves `pages` alone.
+// A stream an op wrote, or tried to write, into a file: bytes [0, len) of
+// pattern seed aimed at file offset base (content oracle: bytes a page may
+// hold, SPEC.md CONTENT:FOREIGN).
+struct WriteSource {
+  uint64_t op = 0;  // op index in the scenario
+  uint64_t seed = 0;
+  uint64_t base = 0;
+  uint64_t len = 0;
+};
+
 struct GmemFile {
   bool open = false;  // the fd is live
   uint64_t vm = 0;    // owning VM slot
@@ -50,6 +60,7 @@ struct GmemFile {
   uint64_t flags = 0;
   uint64_t pos = 0;  // file position (write(), lseek())
   std::map<uint64_t, std::vector<uint8_t>> pages;
+  std::vector<WriteSource> sources;  // every write and store aimed at the file
 
   // No op in this ABI converts pages, so sharedness is fixed at creation
   // (SPEC.md FLAGS:INIT-SHARED).
@@ -84,6 +95,7 @@ struct State {
   std::vector<Vm> vms;
   std::vector<GmemFile> files;
   std::vector<Mapping> maps;
+  uint64_t op = 0;  // index of the op being committed
 
   uint64_t page() const { return profile.page_size; }
 

@@ -93,6 +93,23 @@ int guarded_load(const uint8_t* p, size_t len, size_t page_size, uint64_t* diges
   return 0;
 }
 
+int guarded_copy(uint8_t* dst, const uint8_t* src, size_t len, size_t page_size) {
+  ScopedFaultHandlers handlers;
+  sigjmp_buf landing;
+  size_t done = 0;
+  if (int sig = sigsetjmp(landing, 1); sig != 0) return sig;
+  t_landing = &landing;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  while (done < len) {
+    size_t n = chunk_len(reinterpret_cast<uintptr_t>(src + done), len - done, page_size);
+    copy_in(dst + done, src + done, n);
+    done += n;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_landing = nullptr;
+  return 0;
+}
+
 int guarded_store(uint8_t* p, size_t len, size_t page_size, uint64_t seed) {
   std::vector<uint8_t> chunk(page_size);
   ScopedFaultHandlers handlers;

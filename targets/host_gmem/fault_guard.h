@@ -13,6 +13,10 @@ namespace kconform::host_gmem {
 // *digest, or returns the signal the first faulting page raised.
 int guarded_load(const uint8_t* p, size_t len, size_t page_size, uint64_t* digest);
 
+// Copies [src, src+len) to dst page by page. Returns 0, or the signal the
+// first faulting page raised (dst then holds the pages before it).
+int guarded_copy(uint8_t* dst, const uint8_t* src, size_t len, size_t page_size);
+
 // Writes pattern_byte(seed, i) to p[i] for i in [0, len), page by page in
 // ascending order. Returns 0, or the signal the first faulting page raised;
 // the pages before it stay written, nothing at or after it is written.

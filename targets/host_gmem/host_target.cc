@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 
@@ -58,6 +59,7 @@ void HostGmemTarget::end() {
   for (const Area& a : areas_) munmap(a.addr, a.len);
   maps_.clear();
   gmems_.clear();
+  gmem_info_.clear();
   vms_.clear();
   areas_.clear();
 }
@@ -133,6 +135,7 @@ Outcome HostGmemTarget::op_create_gmem(const uint64_t* a) {
   int fd = ioctl(vm_fd(a[0]), KVM_CREATE_GUEST_MEMFD, &args);
   int e = errno;
   gmems_.push_back(fd < 0 ? -1 : fd);
+  gmem_info_.push_back({fd >= 0, a[2]});
   return fd < 0 ? Outcome::err(e) : Outcome::ok(0);
 }
 
@@ -209,7 +212,7 @@ Outcome HostGmemTarget::op_mmap(const uint64_t* a) {
     maps_.push_back({});
     return Outcome::err(e);
   }
-  maps_.push_back({static_cast<uint8_t*>(p), len});
+  maps_.push_back({static_cast<uint8_t*>(p), len, a[0], a[1], prot});
   return Outcome::ok(0);
 }
 
@@ -288,6 +291,140 @@ Outcome HostGmemTarget::op_unbind(const uint64_t* a) {
   struct kvm_userspace_memory_region2 r = {};
   r.slot = low32(a[1]);
   return result(ioctl(vm_fd(a[0]), KVM_SET_USER_MEMORY_REGION2, &r));
+}
+
+// SPEC.md HARNESS:OBSERVE: files made with MMAP|INIT_SHARED, pages in memory only.
+bool HostGmemTarget::observe(const Scenario&, size_t, Contents* out) {
+  out->clear();
+  if (!gmem_abi_) return false;
+  for (uint64_t slot = 0; slot < gmem_info_.size(); ++slot) {
+    const GmemInfo& info = gmem_info_[slot];
+    if (!info.created) continue;
+    if ((info.flags & (gmem::kFlagMmap | gmem::kFlagInitShared)) != (gmem::kFlagMmap | gmem::kFlagInitShared)) {
+      FileContent fc;
+      fc.slot = slot;
+      fc.why_not = (info.flags & gmem::kFlagMmap) ? "private pages (no INIT_SHARED)" : "no MMAP flag";
+      out->files.push_back(std::move(fc));
+      continue;
+    }
+    if (gmem_fd(slot) >= 0) {
+      observe_file(slot, out);
+    } else {
+      observe_through_maps(slot, out);
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// Reads the pages of [addr, addr+pages*page) that mincore() says are in
+// memory into out->pages as pages first_index.. of slot. False: the range
+// could not be examined.
+bool read_resident(uint64_t slot, const uint8_t* addr, uint64_t pages, uint64_t first_index, size_t page,
+                   Contents* out) {
+  std::vector<unsigned char> vec(pages);
+  if (pages == 0) return true;
+  if (mincore(const_cast<uint8_t*>(addr), pages * page, vec.data()) != 0) return false;
+  for (uint64_t k = 0; k < pages; ++k) {
+    if (!(vec[k] & 1)) continue;
+    PageContent pg;
+    pg.slot = slot;
+    pg.index = first_index + k;
+    pg.bytes.resize(page);
+    if (guarded_copy(pg.bytes.data(), addr + k * page, page, page) != 0) continue;  // gone meanwhile
+    out->pages.push_back(std::move(pg));
+  }
+  return true;
+}
+
+}  // namespace
+
+void HostGmemTarget::observe_file(uint64_t slot, Contents* out) {
+  FileContent fc;
+  fc.slot = slot;
+  struct stat st;
+  const int fd = gmem_fd(slot);
+  if (fstat(fd, &st) != 0) {
+    fc.why_not = std::string("fstat failed: ") + errno_name(errno);
+    out->files.push_back(std::move(fc));
+    return;
+  }
+  fc.has_size = true;
+  fc.size = static_cast<uint64_t>(st.st_size);
+  const uint64_t pages = std::min<uint64_t>(fc.size / page_size_, gmem::kObservePages);
+  fc.first_page = 0;
+  fc.page_count = pages;
+  if (pages != 0) {
+    void* p = mmap(nullptr, pages * page_size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      fc.why_not = std::string("mmap for the re-read failed: ") + errno_name(errno);
+      out->files.push_back(std::move(fc));
+      return;
+    }
+    bool ok = read_resident(slot, static_cast<const uint8_t*>(p), pages, 0, page_size_, out);
+    munmap(p, pages * page_size_);
+    if (!ok) {
+      fc.why_not = "mincore failed";
+      out->files.push_back(std::move(fc));
+      return;
+    }
+  }
+  fc.observable = true;
+  out->files.push_back(std::move(fc));
+}
+
+void HostGmemTarget::observe_through_maps(uint64_t slot, Contents* out) {
+  bool any = false;
+  for (const Mapping& m : maps_) {
+    if (m.addr == nullptr || m.gmem != slot || !(m.prot & PROT_READ) || m.offset % page_size_ != 0) continue;
+    // Only the part of the mapping within the file's size: beyond it a read faults.
+    const uint64_t pages = std::min<uint64_t>(round_up(m.len, page_size_) / page_size_, gmem::kObservePages);
+    Contents part;
+    if (!read_resident(slot, m.addr, pages, m.offset / page_size_, page_size_, &part)) continue;
+    FileContent fc;
+    fc.slot = slot;
+    fc.observable = true;
+    fc.first_page = m.offset / page_size_;
+    fc.page_count = pages;
+    out->files.push_back(std::move(fc));
+    for (PageContent& pg : part.pages) out->pages.push_back(std::move(pg));
+    any = true;
+  }
+  if (!any) {
+    FileContent fc;
+    fc.slot = slot;
+    fc.why_not = "fd closed and no readable mapping left";
+    out->files.push_back(std::move(fc));
+  }
+}
+
+std::vector<PatternHint> pattern_hints(const Scenario& s) {
+  std::vector<PatternHint> out;
+  std::vector<uint64_t> map_offsets;  // by map slot
+  for (const Op& op : s.ops) {
+    const uint64_t* a = op.args.data();
+    switch (op.code) {
+      case gmem::kMmap:
+        map_offsets.push_back(a[1]);
+        break;
+      case gmem::kWrite:
+        out.push_back({a[2], 0, std::min(a[1], kMaxOpBytes)});
+        break;
+      case gmem::kPwrite:
+        out.push_back({a[3], a[1], std::min(a[2], kMaxOpBytes)});
+        break;
+      case gmem::kPwritev:
+        out.push_back({a[4], a[1], std::min(a[2], kMaxOpBytes)});
+        break;
+      case gmem::kStore:
+        if (a[0] < map_offsets.size()) out.push_back({a[3], map_offsets[a[0]] + a[1], std::min(a[2], kMaxOpBytes)});
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
 }
 
 HostOpen open_host_target(const char* dev_path) {

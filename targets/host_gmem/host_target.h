@@ -27,12 +27,19 @@ class HostGmemTarget : public Target {
   const gmem::Profile& profile() const { return probe_.profile; }
   void begin(const Scenario& s) override;
   Outcome exec(const Scenario& s, size_t i) override;
+  // Re-reads every page the scenario can read (SPEC.md HARNESS:OBSERVE).
+  bool observe(const Scenario& s, size_t i, Contents* out) override;
   void end() override;
 
  private:
   struct Mapping {
     uint8_t* addr = nullptr;  // null: failed or unmapped
     uint64_t len = 0;         // the len the mmap op asked for (munmap rounds it up)
+    uint64_t gmem = 0, offset = 0, prot = 0;  // what it maps (observe())
+  };
+  struct GmemInfo {  // what observe() needs to know of a gmem slot
+    bool created = false;
+    uint64_t flags = 0;
   };
   struct Area {  // memory the target owns for a bind
     void* addr;
@@ -63,10 +70,19 @@ class HostGmemTarget : public Target {
   size_t page_size_;
   void* dummy_page_ = nullptr;  // a valid page address for binds we do not back
   bool gmem_abi_ = true;        // false: the scenario is of another ABI (ENOSYS)
+  void observe_file(uint64_t slot, Contents* out);
+  void observe_through_maps(uint64_t slot, Contents* out);
+
   std::vector<int> vms_, gmems_;
+  std::vector<GmemInfo> gmem_info_;
   std::vector<Mapping> maps_;
   std::vector<Area> areas_;
 };
+
+// The streams a scenario writes (write, pwrite, pwritev, store), as hints for
+// the text form of a re-read (models/common/contents.h). write() is hinted at
+// offset 0: its pages are found by whole-page displacement.
+std::vector<PatternHint> pattern_hints(const Scenario& s);
 
 struct HostOpen {
   std::unique_ptr<Target> target;  // null when error is set

@@ -14,7 +14,9 @@
 //   hello   {uname, cmdline, uptime}            first thing after start
 //   module  {name, ok, errno?}                  one per module
 //   probe   {ok, error?, release, profile{...}, caps[[name, v]], cap_bits}
-//   begin   {s, name}  op {s, i, k, v, a}  end {s}     per scenario
+//   begin   {s, name}  op {s, i, k, v, a, c?}  end {s}  per scenario; c: the pages
+//                                               re-read after an op that can change data
+//                                               and after the last op (models/common/contents.h)
 //   skip    {s, missing}                        needs capabilities the kernel lacks
 //   bad     {s, error}                          scenario file did not decode
 //   done    {scenarios, ops, seconds, uptime}   the last frame
@@ -43,6 +45,8 @@
 #include <vector>
 
 #include "harness/scenario/codec.h"
+#include "harness/scenario/gmem_abi.h"
+#include "models/common/contents.h"
 #include "targets/host_gmem/host_target.h"
 #include "targets/qemu/agent/frame.h"
 
@@ -216,11 +220,16 @@ int run() {
       kmsg("begin s=" + std::to_string(s) + " " + sc.name);
       out.send({{"t", "begin"}, {"s", s}, {"name", sc.name}});
       target.begin(sc);
+      const std::vector<PatternHint> hints = host_gmem::pattern_hints(sc);
+      Contents seen;
       for (size_t i = 0; i < sc.ops.size(); ++i) {
         Outcome o = target.exec(sc, i);
         ++ops;
-        out.send({{"t", "op"}, {"s", s}, {"i", i}, {"k", static_cast<int>(o.kind)}, {"v", o.value},
-                  {"a", o.aux}});
+        json rec{{"t", "op"}, {"s", s}, {"i", i}, {"k", static_cast<int>(o.kind)}, {"v", o.value}, {"a", o.aux}};
+        const bool reread = i + 1 == sc.ops.size() || (i < sc.ops.size() && gmem::changes_data(sc.ops[i].code));
+        if (reread && target.observe(sc, i, &seen))
+          rec["c"] = encode_contents(seen, hints, h.profile.page_size);
+        out.send(rec);
       }
       target.end();
       out.send({{"t", "end"}, {"s", s}});

@@ -86,7 +86,8 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
             obs[rec["s"]] = []
             began[rec["s"]] = time.monotonic() - t_start
         elif t == "op":
-            obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"]])
+            # [kind, value, aux] and, after an op that can change data, the pages re-read
+            obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"]] + ([rec["c"]] if "c" in rec else []))
             state["done"] += 1
             if progress and state["done"] % 50 == 0:
                 progress(state["done"], 0)
