@@ -14,36 +14,6 @@
 
 namespace kconform {
 
-// One page whose contents differ from the model's (content oracle).
-struct PageDiff {
-  uint64_t slot = 0, index = 0;
-  uint64_t first_diff = 0;  // byte offset in the page of the first difference
-  uint64_t expected_digest = 0, observed_digest = 0;  // FNV-1a of the page
-  RuleId rule = kNoRule;    // the content rule the difference breaks
-  std::string why;          // what the bytes are, where they came from
-};
-
-// The content oracle's judgement after one op (Model::check_contents).
-struct ContentCheck {
-  bool taken = false;          // the target re-read contents after this op
-  uint64_t files = 0, pages = 0;  // files observed, pages in memory compared
-  uint64_t digest = 0;         // FNV-1a over every observed page, in order
-  std::vector<RuleHit> hits;   // the content rules evaluated
-  std::vector<RuleId> violated;
-  std::vector<PageDiff> diffs;
-  std::vector<std::string> unobserved;  // "gmem N: reason"
-  std::string note;            // one line per broken rule, for the verdict's note
-  void clear() {
-    taken = false;
-    files = pages = digest = 0;
-    hits.clear();
-    violated.clear();
-    diffs.clear();
-    unobserved.clear();
-    note.clear();
-  }
-};
-
 class Model {
  public:
   virtual ~Model() = default;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/scenario/scenario.h"
-#include "models/model.h"
+#include "models/common/contents.h"
 #include "oracles/oracle.h"
 #include "targets/target.h"
 

@@ -8,7 +8,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 REF = HERE.parent / "gmem-write-reference.patch"
 G = "virt/kvm/guest_memfd.c"
 
-# (name, file, old, new): old must occur exactly once in the patched file.
+# (name, file, old, new[, old2, new2 ...]): each old must occur exactly once in
+# the patched file; the edits apply in order.
 MUTANTS = [
     ("01-no-len-align", G, "!PAGE_ALIGNED(pos) || !PAGE_ALIGNED(len)", "!PAGE_ALIGNED(pos)"),
     ("02-no-pos-align", G, "!PAGE_ALIGNED(pos) || !PAGE_ALIGNED(len)", "!PAGE_ALIGNED(len)"),
@@ -26,6 +27,19 @@ MUTANTS = [
      "\treturn -ESPIPE;\n"),
     ("10-page-index-off-by-one", G, "\t\tfolio = kvm_gmem_get_folio(inode, index);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert",
      "\t\tfolio = kvm_gmem_get_folio(inode, index + 1);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert"),
+    # v7's leak: a zero-length write allocates the page at pos and marks it up to
+    # date without clearing it; a later fault maps whatever the page held before.
+    ("11-zero-length-allocates-uncleared", G, "\tif (!len)\n\t\treturn 0;\n",
+     "\tif (!len) {\n\t\tif (pos >= 0 && pos < i_size_read(inode)) {\n"
+     "\t\t\tstruct folio *folio = kvm_gmem_get_folio(inode, pos >> PAGE_SHIFT);\n\n"
+     "\t\t\tif (!IS_ERR(folio)) {\n\t\t\t\tfolio_mark_uptodate(folio);\n"
+     "\t\t\t\tfolio_unlock(folio);\n\t\t\t\tfolio_put(folio);\n\t\t\t}\n\t\t}\n"
+     "\t\treturn 0;\n\t}\n"),
+    # No invalidate lock: population races PUNCH_HOLE page by page.
+    ("12-no-invalidate-lock", G,
+     "\tfilemap_invalidate_lock_shared(mapping);\n\n\twhile (iov_iter_count(from)) {",
+     "\twhile (iov_iter_count(from)) {",
+     "\tfilemap_invalidate_unlock_shared(mapping);\n\tfree_page(", "\tfree_page("),
 ]
 
 
@@ -39,14 +53,15 @@ def main() -> int:
             (t / "b" / rel).parent.mkdir(parents=True, exist_ok=True)
             (t / "b" / rel).write_bytes((tree / rel).read_bytes())
         subprocess.run(["patch", "-p1", "-s", "-d", str(t / "b"), "-i", str(REF)], check=True)
-        for name, rel, old, new in MUTANTS:
+        for name, rel, *edits in MUTANTS:
             out = []
             for r in touched:
                 a = (tree / r).read_text().splitlines(keepends=True)
                 b = (t / "b" / r).read_text()
                 if r == rel:
-                    assert b.count(old) == 1, (name, old)
-                    b = b.replace(old, new)
+                    for old, new in zip(edits[::2], edits[1::2]):
+                        assert b.count(old) == 1, (name, old)
+                        b = b.replace(old, new)
                 out += difflib.unified_diff(a, b.splitlines(keepends=True), f"a/{r}", f"b/{r}")
             (HERE / f"{name}.patch").write_text("".join(out))
             print(name)
