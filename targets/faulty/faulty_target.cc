@@ -20,7 +20,8 @@ struct KindName {
   std::string_view name;
 };
 constexpr KindName kKinds[] = {
-    {Kind::kWrongErrno, "wrong-errno"}, {Kind::kWrongContent, "wrong-content"}, {Kind::kSucceed, "succeed"},
+    {Kind::kWrongErrno, "wrong-errno"}, {Kind::kWrongContent, "wrong-content"}, {Kind::kWrongPage, "wrong-page"},
+    {Kind::kSucceed, "succeed"},
     {Kind::kFail, "fail"},              {Kind::kWrongCount, "wrong-count"},     {Kind::kWrongReg, "wrong-reg"},
     {Kind::kWrongState, "wrong-state"},
 };
@@ -67,6 +68,8 @@ std::string op_list() {
 // value is a count or an offset (targets/README.md, the harness conventions).
 constexpr std::string_view kGmemContentOps[] = {"load", "fstat"};
 constexpr std::string_view kGmemCountOps[] = {"write", "pwrite", "pwritev", "read", "pread", "lseek"};
+// ... and those after which the target re-reads pages (gmem_abi.h changes_data).
+constexpr std::string_view kGmemRereadOps[] = {"create_gmem", "write", "pwrite", "pwritev", "store", "fallocate"};
 
 template <size_t N>
 bool among(std::string_view op, const std::string_view (&names)[N]) {
@@ -89,6 +92,10 @@ std::string why_not(Kind kind, const AbiSpec& abi, const OpSpec& op) {
         return "";
       case Kind::kWrongContent:
         return among(name, kGmemContentOps) ? "" : "applies to the ops whose result carries content (load, fstat)";
+      case Kind::kWrongPage:
+        return among(name, kGmemRereadOps) ? ""
+                                           : "applies to the ops after which pages are re-read (create_gmem, write, "
+                                             "pwrite, pwritev, store, fallocate)";
       case Kind::kWrongCount:
         return among(name, kGmemCountOps) ? ""
                                           : "applies to the ops that return a count or an offset (write, pwrite, "
@@ -101,6 +108,7 @@ std::string why_not(Kind kind, const AbiSpec& abi, const OpSpec& op) {
   if (abi.abi == Abi::kFfa) {
     switch (kind) {
       case Kind::kWrongContent:
+      case Kind::kWrongPage:
       case Kind::kWrongCount:
         return "is for gmem results; an FF-A result is registers and a state digest (use wrong-reg for x2: "
                "status, handle, count; wrong-state for the state)";
@@ -143,6 +151,8 @@ bool eligible(Kind kind, const Outcome& o, Form form) {
     case Kind::kWrongReg:
     case Kind::kWrongState:
       return o.kind == Outcome::Kind::kOk;
+    case Kind::kWrongPage:
+      return false;  // its lie is in the re-read (observe), not in the outcome
   }
   return false;
 }
@@ -165,6 +175,8 @@ Outcome perturb(Kind kind, Outcome o, int64_t page, Form form) {
       return Outcome::err(o.value == ENOTRECOVERABLE ? EOWNERDEAD : ENOTRECOVERABLE);
     case Kind::kWrongContent:
       o.aux = ~o.aux;
+      return o;
+    case Kind::kWrongPage:
       return o;
     case Kind::kSucceed:
       if (form == Form::kFfaVersion) {  // a version no proxy of major 1.x above 1.0 answers with
@@ -230,12 +242,25 @@ Outcome FaultyTarget::exec(const Scenario& s, size_t i) {
   ++seen_;
   if (spec_.nth != 0 && seen_ != spec_.nth) return o;
   Outcome lie = perturb(spec_.kind, o, page_, form);
-  if (!(lie == o)) {
-    ++fired_;
-    if (!fired_here_) ++scenarios_fired_;
-    fired_here_ = true;
-  }
+  if (!(lie == o)) count_fired();
   return lie;
+}
+
+void FaultyTarget::count_fired() {
+  ++fired_;
+  if (!fired_here_) ++scenarios_fired_;
+  fired_here_ = true;
+}
+
+bool FaultyTarget::observe(const Scenario& s, size_t i, Contents* out) {
+  if (!inner_->observe(s, i, out)) return false;
+  if (spec_.kind != Kind::kWrongPage || !code_ || i >= s.ops.size() || s.ops[i].code != *code_) return true;
+  if (out->pages.empty() || out->pages[0].bytes.empty()) return true;
+  ++seen_;
+  if (spec_.nth != 0 && seen_ != spec_.nth) return true;
+  out->pages[0].bytes[0] ^= 1;
+  count_fired();
+  return true;
 }
 
 std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* error) {

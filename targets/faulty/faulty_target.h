@@ -18,6 +18,9 @@
 //                        flips bit 0 of w0)
 //         wrong-content  (gmem) an ok result's aux is bit-flipped (load: the
 //                        digest; fstat: st_size)
+//         wrong-page     (gmem) the pages re-read after the op (the content
+//                        oracle, models/common/contents.h) lie: bit 0 of the
+//                        first byte of the first page in memory is flipped
 //         wrong-count    (gmem) an ok result's count or offset is off by one
 //                        page (minus one page, or plus one page when it is
 //                        below a page; the page is the inner identity's
@@ -36,8 +39,11 @@
 //
 // Which kinds apply to which ops of an ABI (fault_applies, applicable_faults):
 //   gmem  wrong-errno, succeed, fail: every op; wrong-content: load, fstat
-//         (the ops whose result carries content); wrong-count: write, pwrite,
-//         pwritev, read, pread, lseek (the ops that return a count or offset)
+//         (the ops whose result carries content); wrong-page: create_gmem,
+//         write, pwrite, pwritev, store, fallocate (the ops after which pages
+//         are re-read; eligible: a re-read with a page in memory); wrong-count:
+//         write, pwrite, pwritev, read, pread, lseek (the ops that return a
+//         count or offset)
 //   ffa   wrong-errno, succeed, fail, wrong-reg, wrong-state: every op that is
 //         a call into the code under test; wrong-state alone for the harness
 //         ops (tx_write, el3_misbehave, sp_retrieve, ...: the ABI table's doc
@@ -59,7 +65,7 @@
 namespace kconform {
 
 struct FaultSpec {
-  enum class Kind { kWrongErrno, kWrongContent, kSucceed, kFail, kWrongCount, kWrongReg, kWrongState };
+  enum class Kind { kWrongErrno, kWrongContent, kWrongPage, kSucceed, kFail, kWrongCount, kWrongReg, kWrongState };
   Kind kind = Kind::kWrongErrno;
   std::string op;    // op name
   uint64_t nth = 1;  // 0: every eligible result
@@ -75,8 +81,9 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view spec, std::string* er
 bool fault_applies(const FaultSpec& spec, const AbiSpec& abi, std::string* error);
 
 // Every KIND:OP that applies to abi, op by op in table order, kinds in the
-// order of the KIND list of parse errors (wrong-errno, wrong-content, succeed,
-// fail, wrong-count, wrong-reg, wrong-state): the self-test's matrix.
+// order of the KIND list of parse errors (wrong-errno, wrong-content,
+// wrong-page, succeed, fail, wrong-count, wrong-reg, wrong-state): the
+// self-test's matrix.
 std::vector<std::string> applicable_faults(const AbiSpec& abi);
 
 // The ABI a target runs, from its profile's first word ("gmem-base" -> gmem,
@@ -90,6 +97,7 @@ class FaultyTarget : public Target {
   const TargetIdentity& identity() const override { return identity_; }
   void begin(const Scenario& s) override;
   Outcome exec(const Scenario& s, size_t i) override;
+  bool observe(const Scenario& s, size_t i, Contents* out) override;
   void end() override { inner_->end(); }
 
   const FaultSpec& spec() const { return spec_; }
@@ -108,6 +116,8 @@ class FaultyTarget : public Target {
   uint64_t seen_ = 0;            // eligible results of code_ so far in this scenario
   bool fired_here_ = false;      // the lie changed an outcome in this scenario
   uint64_t fired_ = 0, scenarios_fired_ = 0;
+
+  void count_fired();
 };
 
 std::unique_ptr<FaultyTarget> wrap_faulty(std::unique_ptr<Target> inner, FaultSpec spec);

@@ -29,6 +29,13 @@ class ScriptedTarget : public Target {
   const TargetIdentity& identity() const override { return id_; }
   void begin(const Scenario&) override { ++begins_; }
   Outcome exec(const Scenario&, size_t i) override { return script_.at(i); }
+  // Every re-read finds one all-zero page of gmem 0 in memory.
+  bool observe(const Scenario&, size_t, Contents* out) override {
+    out->clear();
+    out->files.push_back({0, true, "", true, 4 * 4096, 0, 4});
+    out->pages.push_back({0, 0, std::vector<uint8_t>(4096, 0)});
+    return true;
+  }
   void end() override { ++ends_; }
 
   std::vector<Outcome> script_;
@@ -116,7 +123,7 @@ TEST(FaultSpecParse, ErrorsNameTheBadField) {
   }
   std::string error;
   parse_fault_spec("bogus:write", &error);
-  EXPECT_NE(error.find("wrong-errno, wrong-content, succeed, fail, wrong-count"),
+  EXPECT_NE(error.find("wrong-errno, wrong-content, wrong-page, succeed, fail, wrong-count"),
             std::string::npos)
       << error;
   parse_fault_spec("fail:frobnicate", &error);
@@ -170,6 +177,22 @@ TEST(FaultyTarget, WrongContentFlipsTheDigest) {
   EXPECT_EQ(r[0], Outcome::sig(7));
   EXPECT_EQ(r[1], Outcome::ok(0, ~0x1234ull));
   EXPECT_EQ(r[2], Outcome::ok(0, 0x1234));
+}
+
+TEST(FaultyTarget, WrongPageFlipsTheFirstByteOfTheReread) {
+  Wrapped w = wrap("wrong-page:pwrite:2", {Outcome::ok(4096), Outcome::ok(4096), Outcome::ok(4096)});
+  Scenario s = scenario({kPwrite, kStore, kPwrite});
+  w.target->begin(s);
+  Contents seen;
+  std::vector<uint8_t> first;
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    EXPECT_EQ(w.target->exec(s, i), Outcome::ok(4096)) << "the outcome itself never lies";
+    ASSERT_TRUE(w.target->observe(s, i, &seen));
+    first.push_back(seen.pages[0].bytes[0]);
+  }
+  w.target->end();
+  EXPECT_EQ(first, (std::vector<uint8_t>{0, 0, 1}));  // the second pwrite's re-read only
+  EXPECT_EQ(w.target->fired(), 1u);
 }
 
 TEST(FaultyTarget, SucceedReportsAnErrnoAsOk) {
@@ -323,6 +346,10 @@ TEST(FaultApplies, KindsMatchTheAbi) {
       {"wrong-count:lseek", &gmem, nullptr},
       {"wrong-count:pwritev", &gmem, nullptr},
       {"wrong-content:write", &gmem, "load, fstat"},
+      {"wrong-page:pwrite", &gmem, nullptr},
+      {"wrong-page:create_gmem", &gmem, nullptr},
+      {"wrong-page:load", &gmem, "pages are re-read"},
+      {"wrong-page:mem_share", &ffa, "registers and a state digest"},
       {"wrong-count:fallocate", &gmem, "count or an offset"},
       {"wrong-reg:write", &gmem, "FF-A results"},
       {"wrong-state:fallocate", &gmem, "FF-A results"},

@@ -109,7 +109,7 @@ def _add_run(sub) -> None:
                    help="where to make this run's report folder (default: reports/out)")
     p.add_argument("--fault", metavar="SPEC", default="",
                    help="self-test: wrap the target (host, el2) so it gives wrong answers "
-                        "(wrong-errno:OP, succeed:OP, fail:OP; gmem wrong-content:OP, wrong-count:OP; FF-A "
+                        "(wrong-errno:OP, succeed:OP, fail:OP; gmem wrong-content:OP, wrong-page:OP, wrong-count:OP; FF-A "
                         "wrong-reg:OP, wrong-state:OP); exit 1 detected, 0 not detected, 2 never fired (below)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
