@@ -46,6 +46,9 @@ HostGmemTarget::~HostGmemTarget() {
 void HostGmemTarget::begin(const Scenario& s) {
   end();
   gmem_abi_ = s.abi == Abi::kGmem;
+  // Baselines cost a wait of up to a clock tick per file: only when observed.
+  track_times_ = false;
+  for (const Op& op : s.ops) track_times_ |= gmem_abi_ && op.code == gmem::kTimes;
 }
 
 void HostGmemTarget::end() {
@@ -60,6 +63,7 @@ void HostGmemTarget::end() {
   gmems_.clear();
   vms_.clear();
   areas_.clear();
+  times_.clear();
 }
 
 int HostGmemTarget::vm_fd(uint64_t slot) const { return slot < vms_.size() ? vms_[slot] : -1; }
@@ -112,6 +116,8 @@ Outcome HostGmemTarget::exec(const Scenario& s, size_t i) {
       return op_unbind(a);
     case gmem::kCloseVm:
       return op_close(vms_, a[0]);
+    case gmem::kTimes:
+      return op_times(a);
     default:
       return Outcome::err(ENOSYS);
   }
@@ -133,7 +139,12 @@ Outcome HostGmemTarget::op_create_gmem(const uint64_t* a) {
   int fd = ioctl(vm_fd(a[0]), KVM_CREATE_GUEST_MEMFD, &args);
   int e = errno;
   gmems_.push_back(fd < 0 ? -1 : fd);
-  return fd < 0 ? Outcome::err(e) : Outcome::ok(0);
+  if (fd < 0) return Outcome::err(e);
+  if (track_times_) {
+    times_.resize(gmems_.size());
+    take_baseline(fd, times_.back());
+  }
+  return Outcome::ok(0);
 }
 
 // close gmem / close_vm vm: the slot is dead afterwards whatever close says.
@@ -288,6 +299,13 @@ Outcome HostGmemTarget::op_unbind(const uint64_t* a) {
   struct kvm_userspace_memory_region2 r = {};
   r.slot = low32(a[1]);
   return result(ioctl(vm_fd(a[0]), KVM_SET_USER_MEMORY_REGION2, &r));
+}
+
+// times gmem: which timestamps advanced since the slot's baseline.
+Outcome HostGmemTarget::op_times(const uint64_t* a) {
+  const uint64_t slot = a[0];
+  FileTimes none;
+  return times_since(gmem_fd(slot), slot < times_.size() ? times_[slot] : none);
 }
 
 HostOpen open_host_target(const char* dev_path) {
