@@ -627,8 +627,8 @@ TEST(GmemLseek, UnspecifiedWithoutTheWriteAbi) {
 }
 
 // The write ABI, a file created without WRITE: its own rule, which allows
-// both an unseekable file (as mainline, our reference patch) and a seekable
-// one (as v7 reportedly makes every file), and nothing else.
+// both an unseekable file (as mainline and our reference patch) and a
+// seekable one (SPEC.md LSEEK:NO-WRITE-FLAG), and nothing else.
 TEST(GmemLseek, FileWithoutWriteFlagInTheWriteAbi) {
   for (uint64_t flags : {uint64_t{0}, kAll}) {
     Session r = with_file(write_profile(), 4 * P, flags);

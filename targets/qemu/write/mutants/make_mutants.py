@@ -26,6 +26,7 @@ MUTANTS = [
      "\treturn -ESPIPE;\n"),
     ("10-page-index-off-by-one", G, "\t\tfolio = kvm_gmem_get_folio(inode, index);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert",
      "\t\tfolio = kvm_gmem_get_folio(inode, index + 1);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert"),
+    ("11-times-not-updated", G, "\t\tiocb->ki_pos = pos;\n\t\tfile_modified(file);\n", "\t\tiocb->ki_pos = pos;\n"),
 ]
 
 
