@@ -326,7 +326,8 @@ def test_patched_debian_7_3_build_boots_and_passes_the_write_profile(tmp_path):
     assert run["findings"] == [] and run["counts"]["violation"] == 0
     rules = {x["id"]: x for x in run["rules"]}
     for rid in ("GMEM.WRITE.ALIGN", "GMEM.WRITE.EOF", "GMEM.WRITE.SHARED_ONLY", "GMEM.WRITE.POPULATE",
-                "GMEM.WRITE.SRC_FAULT", "GMEM.WRITE.FLAG_REQUIRED"):
+                "GMEM.WRITE.SRC_FAULT", "GMEM.WRITE.FLAG_REQUIRED", "GMEM.TIMES.WRITE",
+                "GMEM.LSEEK.NO_WRITE_FLAG", "GMEM.LSEEK.SEEKABLE"):
         assert rules[rid]["allowed"] + rules[rid]["forbidden"] > 0, rid
     assert run["summary"]["guest_scenarios_per_second"] > 0
 

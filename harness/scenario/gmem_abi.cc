@@ -64,6 +64,7 @@ constexpr ArgSpec kBindArgs[] = {kVmArg,
                                  {"flags", ArgKind::kFlags, -1, kMemFlags, true, kMemGuestMemfd}};
 constexpr ArgSpec kUnbindArgs[] = {kVmArg, {"slot", ArgKind::kInt}};
 constexpr ArgSpec kCloseVmArgs[] = {kVmArg};
+constexpr ArgSpec kTimesArgs[] = {kGmemArg};
 
 constexpr OpSpec kOps[] = {
     {"create_vm", kCreateVmArgs, kVm, "KVM_CREATE_VM of the given type"},
@@ -85,6 +86,14 @@ constexpr OpSpec kOps[] = {
     {"bind", kBindArgs, -1, "KVM_SET_USER_MEMORY_REGION2 binding a guest_memfd range"},
     {"unbind", kUnbindArgs, -1, "KVM_SET_USER_MEMORY_REGION2 deleting a slot (size 0)"},
     {"close_vm", kCloseVmArgs, -1, "close() the VM"},
+    // The value is a bitmask: kTimesMtimeAdvanced (1) if st_mtim is later than
+    // the baseline, kTimesCtimeAdvanced (2) likewise for st_ctim. The baseline
+    // is what fstat() reported at the previous `times` on the slot, or right
+    // after create_gmem; after taking one the target waits until
+    // CLOCK_REALTIME_COARSE is past it, so any later update is visible
+    // (gmem_conventions.h, SPEC.md HARNESS:TIMES).
+    {"times", kTimesArgs, -1,
+     "fstat(): which of mtime (1) and ctime (2) advanced since the previous times or creation"},
 };
 static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
 

@@ -30,6 +30,7 @@ enum OpCode : uint8_t {
   kBind = 15,       // vm, slot, gpa, size, gmem, gmem_offset, flags
   kUnbind = 16,     // vm, slot
   kCloseVm = 17,    // vm
+  kTimes = 18,      // gmem                    (ok + kTimes* bits: mtime/ctime advanced)
   kOpCount
 };
 

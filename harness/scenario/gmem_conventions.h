@@ -41,6 +41,18 @@ inline constexpr uint64_t kMmapProtMask = 0x7;
 // 64 bits (values >= 2^63 are negative off_t).
 inline constexpr uint64_t kIntArgMax = 0x7fffffff;
 
+// times: fstat() of the gmem slot's fd, reported as ok(bits) with
+// kTimesMtimeAdvanced if st_mtim is later than the slot's baseline and
+// kTimesCtimeAdvanced if st_ctim is. The baseline is what fstat() reported
+// at the slot's previous `times`, or right after its create_gmem succeeded;
+// after taking a baseline the target waits (at most kTimesSettleMs) until
+// CLOCK_REALTIME_COARSE is later than both of its timestamps, so an update
+// in the same clock tick as the baseline is never mistaken for none. Targets
+// take baselines only in scenarios that contain a `times` op.
+inline constexpr uint64_t kTimesMtimeAdvanced = 1;
+inline constexpr uint64_t kTimesCtimeAdvanced = 2;
+inline constexpr uint64_t kTimesSettleMs = 2000;
+
 // Ops that produce a resource report ok(0) on success (never the fd number or
 // address); an op code the ABI table does not know, or a scenario of another
 // ABI, reports ENOSYS.

@@ -46,6 +46,7 @@ constexpr OpHandlers kHandlers[] = {
     {expect_bind, commit_bind},                // kBind
     {expect_unbind, commit_unbind},            // kUnbind
     {expect_close_vm, commit_close_vm},        // kCloseVm
+    {expect_times, commit_times},              // kTimes
 };
 static_assert(sizeof(kHandlers) / sizeof(kHandlers[0]) == kOpCount);
 
@@ -70,6 +71,7 @@ class GmemModel final : public Model {
     const Op& op = s.ops[i];
     if (op.code >= kOpCount) return;
     state_.op = i;
+    mark_times(state_, op, observed);  // before the commit forgets what a memslot bound
     kHandlers[op.code].commit(state_, op, observed);
   }
 

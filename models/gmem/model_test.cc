@@ -67,6 +67,7 @@ Op bind(uint64_t vm, uint64_t slot, uint64_t gpa, uint64_t size, uint64_t g, uin
 }
 Op unbind(uint64_t vm, uint64_t slot) { return make(kUnbind, {vm, slot}); }
 Op close_vm(uint64_t vm) { return make(kCloseVm, {vm}); }
+Op times(uint64_t g) { return make(kTimes, {g}); }
 
 constexpr uint64_t kKeep = kFallocKeepSize;
 constexpr uint64_t kPunch = kFallocKeepSize | kFallocPunchHole;
@@ -622,15 +623,207 @@ TEST(GmemLseek, SeekableWriteFile) {
 }
 
 TEST(GmemLseek, UnspecifiedWithoutTheWriteAbi) {
-  for (const Profile& p : {base_profile(), write_profile()}) {
-    Session r = with_file(p, 4 * P, kAll);
+  Session r = with_file(base_profile(), 4 * P, kAll);
+  Expectation e = r.peek(lseek(0, P, 0));
+  EXPECT_TRUE(admits(e, Outcome::err(ESPIPE)));
+  EXPECT_TRUE(admits(e, Outcome::err(EINVAL)));
+  EXPECT_TRUE(admits(e, Outcome::ok(P)));
+  EXPECT_EQ(rule_of(e, Outcome::err(ESPIPE)), kGmemLseekUnspecified);
+  EXPECT_EQ(rule_of(e, Outcome::ok(P)), kGmemLseekUnspecified);
+  EXPECT_FALSE(admits(e, Outcome::ok(2 * P)));
+  EXPECT_FALSE(admits(e, Outcome::err(EBADF)));
+  EXPECT_TRUE(admits(r.peek(lseek(0, 0, 9)), Outcome::err(ESPIPE)));
+  // A wrong offset is a violation of the rule that licenses success.
+  const Verdict v = judge(e, Outcome::ok(2 * P));
+  EXPECT_EQ(v.kind, VerdictKind::kViolation);
+  EXPECT_NE(std::find(v.violated.begin(), v.violated.end(), kGmemLseekUnspecified), v.violated.end());
+}
+
+// The write ABI, a file created without WRITE: its own rule, which allows
+// both an unseekable file (as mainline and our reference patch) and a
+// seekable one (SPEC.md LSEEK:NO-WRITE-FLAG), and nothing else.
+TEST(GmemLseek, FileWithoutWriteFlagInTheWriteAbi) {
+  for (uint64_t flags : {uint64_t{0}, kAll}) {
+    Session r = with_file(write_profile(), 4 * P, flags);
     Expectation e = r.peek(lseek(0, P, 0));
-    EXPECT_TRUE(admits(e, Outcome::err(ESPIPE)));
-    EXPECT_TRUE(admits(e, Outcome::err(EINVAL)));
-    EXPECT_TRUE(admits(e, Outcome::ok(P)));
-    EXPECT_FALSE(admits(e, Outcome::ok(2 * P)));
-    EXPECT_TRUE(admits(r.peek(lseek(0, 0, 9)), Outcome::err(ESPIPE)));
+    EXPECT_TRUE(hit(e, kGmemLseekNoWriteFlag, false)) << Session::describe(e);
+    EXPECT_FALSE(hit(e, kGmemLseekUnspecified, false)) << Session::describe(e);
+    EXPECT_FALSE(hit(e, kGmemLseekSeekable, false)) << Session::describe(e);
+    EXPECT_EQ(rule_of(e, Outcome::err(ESPIPE)), kGmemLseekNoWriteFlag);
+    EXPECT_EQ(rule_of(e, Outcome::err(EINVAL)), kGmemLseekNoWriteFlag);
+    EXPECT_EQ(rule_of(e, Outcome::ok(P)), kGmemLseekNoWriteFlag);
+    for (const Outcome& wrong : {Outcome::ok(0), Outcome::ok(2 * P), Outcome::err(EPERM)}) {
+      const Verdict v = judge(e, wrong);
+      EXPECT_EQ(v.kind, VerdictKind::kViolation) << to_string(wrong);
+      EXPECT_NE(std::find(v.violated.begin(), v.violated.end(), kGmemLseekNoWriteFlag), v.violated.end())
+          << to_string(wrong);
+    }
+    // If it seeks, it seeks as lseek(2) says: SEEK_CUR from the new position.
+    r.ok(lseek(0, P, 0), P);
+    Expectation cur = r.peek(lseek(0, P, 1));
+    EXPECT_TRUE(admits(cur, Outcome::ok(2 * P)));
+    EXPECT_FALSE(admits(cur, Outcome::ok(P)));
+    // The other lseek rules still apply.
+    expect_errors(r.peek(lseek(0, 0, 5)), {EINVAL, ESPIPE});
+    expect_errors(r.peek(lseek(0, ~0ull, 0)), {EINVAL, ESPIPE});
   }
+  // With WRITE the same file is seekable: ESPIPE is a violation of SEEKABLE.
+  Session w = with_file(write_profile(), 4 * P, kWritable);
+  const Verdict v = judge(w.peek(lseek(0, P, 0)), Outcome::err(ESPIPE));
+  EXPECT_EQ(v.violated, std::vector<RuleId>{kGmemLseekSeekable});
+}
+
+// ============================ mtime and ctime ==================================
+
+// The values `times` may report now, with the rule of each.
+std::vector<int64_t> times_values(Session& r, uint64_t g) {
+  Expectation e = r.peek(times(g));
+  std::vector<int64_t> out;
+  for (int64_t v = 0; v <= 4; ++v)
+    if (admits(e, Outcome::ok(v))) out.push_back(v);
+  return out;
+}
+const std::vector<int64_t> kOnlyNone = {0}, kOnlyBoth = {3}, kAny = {0, 1, 2, 3};
+
+TEST(GmemTimes, SuccessfulWritesMustAdvanceBoth) {
+  const std::vector<std::pair<Op, int64_t>> writes = {
+      {pwrite(0, 0, P), P}, {write_op(0, 2 * P), 2 * P}, {pwritev(0, 0, 4 * P, 3), 4 * P},
+      {pwrite(0, P, 2 * P, 1, P), P}};  // a short count (source fault) counts too
+  for (const auto& [op, count] : writes) {
+    Session r = with_file(write_profile(), 4 * P, kWritable);
+    EXPECT_EQ(times_values(r, 0), kOnlyNone);
+    r.step(op, Outcome::ok(count));
+    Expectation e = r.peek(times(0));
+    EXPECT_EQ(times_values(r, 0), kOnlyBoth) << Session::describe(e);
+    EXPECT_EQ(rule_of(e, Outcome::ok(3)), kGmemTimesWrite);
+    EXPECT_TRUE(hit(e, kGmemTimesWrite, false));
+    // Neither, or only one of them, is a violation of TIMES.WRITE.
+    for (int64_t wrong : {0, 1, 2}) {
+      const Verdict v = judge(e, Outcome::ok(wrong));
+      EXPECT_EQ(v.kind, VerdictKind::kViolation) << wrong;
+      EXPECT_EQ(v.violated, std::vector<RuleId>{kGmemTimesWrite}) << wrong;
+    }
+    // times takes a new baseline: nothing since, nothing may change.
+    r.ok(times(0), 3);
+    EXPECT_EQ(times_values(r, 0), kOnlyNone);
+    // A failed write after a successful one does not undo the demand.
+    r.step(op, Outcome::ok(count));
+    r.step(pwrite(0, 1, P), Outcome::err(EINVAL));
+    EXPECT_EQ(times_values(r, 0), kOnlyBoth);
+  }
+}
+
+TEST(GmemTimes, ReadOnlyOpsLeaveThemUnchanged) {
+  Session r = with_file(write_profile(), 4 * P, kAll);
+  r.ok(create_gmem(0, 4 * P, kWritable));  // gmem 1: written below
+  r.ok(mmap_op(0, 0, 4 * P));
+  load_digest(r, 0, 0, 4 * P);
+  r.step(fstat(0), Outcome::ok(0, 4 * P));
+  r.step(lseek(0, P, 0), Outcome::err(ESPIPE));
+  r.step(read_op(0, P), Outcome::err(EINVAL));
+  r.step(pread(0, 0, P), Outcome::err(ESPIPE));
+  r.ok(times(0));
+  r.ok(munmap(0));
+  r.step(pwrite(1, 0, P), Outcome::ok(P));  // another file
+  r.ok(close_vm(0));
+  Expectation e = r.peek(times(0));
+  EXPECT_EQ(times_values(r, 0), kOnlyNone) << Session::describe(e);
+  EXPECT_EQ(rule_of(e, Outcome::ok(0)), kGmemTimesUnchanged);
+  for (int64_t wrong : {1, 2, 3}) {
+    const Verdict v = judge(e, Outcome::ok(wrong));
+    EXPECT_EQ(v.kind, VerdictKind::kViolation) << wrong;
+    EXPECT_EQ(v.violated, std::vector<RuleId>{kGmemTimesUnchanged}) << wrong;
+  }
+  EXPECT_EQ(times_values(r, 1), kOnlyBoth);
+}
+
+// What the sources leave open is allowed, never demanded: any of 0..3, and
+// still nothing else.
+TEST(GmemTimes, OpenCasesAllowAnyBits) {
+  struct Case {
+    const char* name;
+    Profile (*profile)();
+    uint64_t flags;
+    std::vector<std::pair<Op, Outcome>> ops;
+  };
+  const Case cases[] = {
+      {"failed write (base)", base_profile, kAll, {{write_op(0, P), Outcome::err(EINVAL)}}},
+      {"failed pwrite (no flag)", write_profile, kAll, {{pwrite(0, 0, P), Outcome::err(EINVAL)}}},
+      {"failed pwrite (EOF)", write_profile, kWritable, {{pwrite(0, 4 * P, P), Outcome::err(EINVAL)}}},
+      {"zero-length write", write_profile, kWritable, {{write_op(0, 0), Outcome::ok(0)}}},
+      {"pwritev without segments", write_profile, kWritable, {{pwritev(0, 0, P, 0), Outcome::ok(0)}}},
+      {"punch", base_profile, kAll, {{fallocate(0, kPunch, 0, P), Outcome::ok(0)}}},
+      {"allocate", base_profile, kAll, {{fallocate(0, kKeep, 0, P), Outcome::ok(0)}}},
+      {"failed fallocate", base_profile, kAll, {{fallocate(0, 0, 0, P), Outcome::err(EOPNOTSUPP)}}},
+      {"bind", base_profile, kAll, {{bind(0, 0, 0, P, 0, 0), Outcome::ok(0)}}},
+      {"store", base_profile, kAll, {{mmap_op(0, 0, 4 * P), Outcome::ok(0)}, {store(0, 0, P), Outcome::ok(0)}}},
+      {"store SIGBUS", base_profile, kAll,
+       {{mmap_op(0, 0, 8 * P), Outcome::ok(0)}, {store(0, 3 * P, 2 * P), Outcome::sig(SIGBUS)}}},
+  };
+  for (const Case& c : cases) {
+    Session r = with_file(c.profile(), 4 * P, c.flags);
+    for (const auto& [op, o] : c.ops) r.step(op, o);
+    Expectation e = r.peek(times(0));
+    EXPECT_EQ(times_values(r, 0), kAny) << c.name << " " << Session::describe(e);
+    EXPECT_EQ(rule_of(e, Outcome::ok(2)), kGmemTimesMayChange) << c.name;
+    for (const Outcome& wrong : {Outcome::ok(4), Outcome::err(EBADF)}) {
+      const Verdict v = judge(e, wrong);
+      EXPECT_EQ(v.kind, VerdictKind::kViolation) << c.name << " " << to_string(wrong);
+      EXPECT_EQ(v.violated, std::vector<RuleId>{kGmemTimesMayChange}) << c.name;
+    }
+  }
+}
+
+// A store's update may come at any later time (POSIX mmap()); the other open
+// cases end at the next times.
+TEST(GmemTimes, StoreStaysOpenFallocateDoesNot) {
+  Session r = with_file(base_profile(), 4 * P, kAll);
+  r.ok(fallocate(0, kPunch, 0, P));
+  r.ok(times(0), 1);
+  EXPECT_EQ(times_values(r, 0), kOnlyNone);
+  r.ok(mmap_op(0, 0, 4 * P));
+  r.ok(store(0, 0, P));
+  r.ok(times(0), 0);
+  r.ok(munmap(0));
+  EXPECT_EQ(times_values(r, 0), kAny);
+  r.ok(times(0), 3);
+  EXPECT_EQ(times_values(r, 0), kAny);
+  // Stores the harness refused touched nothing.
+  Session s = with_file(base_profile(), 4 * P, kAll);
+  s.ok(mmap_op(0, 0, P));
+  s.step(store(0, P, P), Outcome::err(ERANGE));
+  s.step(store(0, 0, kMaxOpBytes + 1), Outcome::err(E2BIG));
+  s.step(store(1, 0, P), Outcome::err(EBADF));
+  s.step(write_op(0, kMaxOpBytes + 1), Outcome::err(E2BIG));
+  EXPECT_EQ(times_values(s, 0), kOnlyNone);
+}
+
+// A bind marks the file it binds; a rebind, delete or unbind the file the slot bound.
+TEST(GmemTimes, BindsMarkTheBoundFile) {
+  Session r = with_file(base_profile(), 4 * P, kAll);
+  r.ok(create_gmem(0, 4 * P, kAll));  // gmem 1
+  r.ok(bind(0, 0, 0, P, 0, 0));
+  EXPECT_EQ(times_values(r, 0), kAny);
+  EXPECT_EQ(times_values(r, 1), kOnlyNone);
+  r.ok(times(0));
+  r.ok(unbind(0, 0));
+  EXPECT_EQ(times_values(r, 0), kAny);
+  r.ok(times(0));
+  r.ok(bind(0, 0, 0, P, 1, 0));
+  r.ok(times(1));
+  r.ok(bind(0, 0, 0, 0, 0, 0, 0));  // delete through bind, without GUEST_MEMFD
+  EXPECT_EQ(times_values(r, 1), kAny);
+  EXPECT_EQ(times_values(r, 0), kOnlyNone);
+}
+
+TEST(GmemTimes, DeadSlotIsEbadf) {
+  Session r = with_file(base_profile(), 4 * P, kAll);
+  r.ok(close_gmem(0));
+  Expectation e = r.peek(times(0));
+  expect_errors(e, {EBADF});
+  EXPECT_TRUE(hit(e, kGmemFdBadf, true));
+  expect_errors(r.peek(times(7)), {EBADF});
+  EXPECT_EQ(judge(e, Outcome::ok(0)).violated, std::vector<RuleId>{kGmemFdBadf});
 }
 
 // ================================= mmap ========================================
@@ -1141,6 +1334,10 @@ std::vector<RuleCase> rule_cases() {
       {"read", kGmemReadNone, true, w, {V, F(W)}, read_op(0, P)},
       {"lseek base", kGmemLseekUnspecified, false, b, {V, F(kAll)}, lseek(0, 0, 0)},
       {"lseek write", kGmemLseekSeekable, false, w, {V, F(W)}, lseek(0, 0, 0)},
+      {"lseek no WRITE", kGmemLseekNoWriteFlag, false, w, {V, F(kAll)}, lseek(0, 0, 0)},
+      {"times after write", kGmemTimesWrite, false, w, {V, F(W), pwrite(0, 0, P)}, times(0)},
+      {"times untouched", kGmemTimesUnchanged, false, b, {V, F(kAll), lseek(0, 0, 0)}, times(0)},
+      {"times after punch", kGmemTimesMayChange, false, b, {V, F(kAll), fallocate(0, kPunch, 0, P)}, times(0)},
       {"whence 5", kGmemLseekWhence, true, w, {V, F(W)}, lseek(0, 0, 5)},
       {"whence 0", kGmemLseekWhence, false, w, {V, F(W)}, lseek(0, 0, 0)},
       {"seek -1", kGmemLseekNegative, true, w, {V, F(W)}, lseek(0, ~0ull, 0)},
@@ -1212,11 +1409,24 @@ std::vector<RuleCase> rule_cases() {
   };
 }
 
+// Setup ops succeed: writes return their length, everything else 0.
+void run_setup(Session& r, const std::vector<Op>& setup) {
+  for (const Op& op : setup) {
+    if (op.code == kPwrite || op.code == kPwritev) {
+      r.ok(op, static_cast<int64_t>(op.args[2]));
+    } else if (op.code == kWrite) {
+      r.ok(op, static_cast<int64_t>(op.args[1]));
+    } else {
+      r.ok(op);
+    }
+  }
+}
+
 class GmemRuleSides : public ::testing::TestWithParam<RuleCase> {};
 TEST_P(GmemRuleSides, Hit) {
   const RuleCase& c = GetParam();
   Session r(c.profile());
-  for (const Op& op : c.setup) r.ok(op);
+  run_setup(r, c.setup);
   Expectation e = r.peek(c.op);
   EXPECT_TRUE(hit(e, c.rule, c.forbidden))
       << c.name << ": " << rule_info(c.rule).id << (c.forbidden ? " not on its forbidden side" : " not passed")
@@ -1256,7 +1466,7 @@ Outcome wrong_outcome(const Expectation& e, bool forbidden) {
 TEST_P(GmemRuleSides, TheOracleRejectsAWrongOutcome) {
   const RuleCase& c = GetParam();
   Session r(c.profile());
-  for (const Op& op : c.setup) r.ok(op);
+  run_setup(r, c.setup);
   const Expectation e = r.peek(c.op);
   ASSERT_FALSE(e.allowed.empty()) << c.name;
   const Outcome wrong = wrong_outcome(e, c.forbidden);
@@ -1286,7 +1496,8 @@ TEST(GmemModel, ExpectDoesNotChangeTheState) {
   r.ok(mmap_op(0, 0, 4 * P));
   std::vector<Op> ops = {pwrite(0, 0, 4 * P, 3), write_op(0, P, 4), store(0, 0, P, 5),
                          fallocate(0, kPunch, 0, P), lseek(0, P, 0), close_gmem(0), munmap(0),
-                         create_gmem(0, P, 0), mmap_op(0, 0, P), bind(0, 0, 0, P, 0, 0), close_vm(0)};
+                         create_gmem(0, P, 0), mmap_op(0, 0, P), bind(0, 0, 0, P, 0, 0), close_vm(0),
+                         times(0)};
   std::vector<std::string> first;
   for (const Op& op : ops) first.push_back(Session::describe(r.peek(op)));
   for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(Session::describe(r.peek(ops[i])), first[i]);
@@ -1302,7 +1513,7 @@ TEST(GmemModel, CommitOfUnexpectedOutcomesIsSafe) {
   Scenario s;
   s.ops = {close_vm(5), bind(5, 0, 0, P, 0, 0), unbind(5, 0), close_gmem(5), lseek(5, 0, 0),
            fallocate(5, kPunch, 0, P), pwrite(5, 0, P), write_op(5, P), munmap(5), store(5, 0, 1),
-           load(5, 0, 1), fstat(5), mmap_op(5, 0, P), load(0, 0, 1), store(0, 0, 1)};
+           load(5, 0, 1), fstat(5), mmap_op(5, 0, P), load(0, 0, 1), store(0, 0, 1), times(5)};
   m->begin(s);
   for (size_t i = 0; i < s.ops.size(); ++i) {
     m->commit(s, i, Outcome::ok(static_cast<int64_t>(P)));

@@ -34,6 +34,8 @@ KCONFORM_GMEM_OP(mmap)
 KCONFORM_GMEM_OP(munmap)
 KCONFORM_GMEM_OP(load)
 KCONFORM_GMEM_OP(store)
+// ops_times.cc: mtime/ctime.
+KCONFORM_GMEM_OP(times)
 
 #undef KCONFORM_GMEM_OP
 
@@ -46,6 +48,21 @@ std::string explain_write(const State& st, const Op& op, const Outcome& observed
 // the target's contents as the model's).
 bool wants_contents(const Op& op);
 void check_contents(State& st, const Contents& seen, ContentCheck* out);
+
+// GmemFile::times_marks bits (SPEC.md TIMES:*). No bit set: mtime and ctime
+// must not have advanced since the last `times` (TIMES:READ-ONLY).
+enum TimesMark : uint8_t {
+  kTimesMustAdvance = 1 << 0,  // a successful write of more than 0 bytes (TIMES:WRITE)
+  kTimesMayChange = 1 << 1,    // an op that may change them (TIMES:OPEN)
+  kTimesStored = 1 << 2,       // a store through a mapping, ever: the update may come
+                               // at any later time, so every later `times` may see it
+                               // (TIMES:OPEN); `times` does not clear this bit
+};
+
+// Sets the times_marks of every file op may touch, from what op did; the
+// model calls it for every op before the op's commit_* (which may forget
+// which file a memslot named).
+void mark_times(State& st, const Op& op, const Outcome& observed);
 
 // Success of an op that produces a resource: the harness reports ok(0), never
 // the fd or address (SPEC.md HARNESS:SLOTS).

@@ -135,13 +135,17 @@ void expect_lseek(const State& st, const Op& op, Expectation& out) {
   if (!file) return;
   uint64_t whence = op.args[2];
   int64_t offset = static_cast<int64_t>(op.args[1]);
-  // A WRITE file of the write ABI is seekable; otherwise lseek is unspecified.
-  bool seekable = st.profile.write_abi && (file->flags & kFlagWrite);
-  RuleId ok_rule = seekable ? kGmemLseekSeekable : kGmemLseekUnspecified;
-  if (seekable) {
+  // A WRITE file of the write ABI is seekable; a file without WRITE may or
+  // may not be; without the write ABI lseek is unspecified.
+  RuleId ok_rule = kGmemLseekUnspecified;
+  if (!st.profile.write_abi) {
+    g.may_fail(kGmemLseekUnspecified, {ESPIPE, EINVAL});
+  } else if (file->flags & kFlagWrite) {
+    ok_rule = kGmemLseekSeekable;
     g.pass(kGmemLseekSeekable);
   } else {
-    g.may_fail(kGmemLseekUnspecified, {ESPIPE, EINVAL});
+    ok_rule = kGmemLseekNoWriteFlag;
+    g.may_fail(kGmemLseekNoWriteFlag, {ESPIPE, EINVAL});
   }
   // whence must be SET, CUR, END, DATA or HOLE.
   if (whence > kSeekHole) {

@@ -65,6 +65,10 @@ struct GmemFile {
   // No op in this ABI converts pages, so sharedness is fixed at creation
   // (SPEC.md FLAGS:INIT-SHARED).
   bool shared(uint64_t /*page_index*/) const { return flags & kFlagInitShared; }
+
+  // What may have changed mtime/ctime since the slot's last `times` or its
+  // creation (SPEC.md TIMES:*): TimesMark bits (ops.h), 0 when nothing did.
+  uint8_t times_marks = 0;
 };
 
 struct Mapping {

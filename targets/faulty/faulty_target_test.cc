@@ -387,7 +387,7 @@ TEST(FaultApplies, TheMatrixIsEveryApplicableCell) {
     }
   }
   const std::vector<std::string> gmem = applicable_faults(*abi_spec_by_name("gmem"));
-  EXPECT_EQ(gmem.size(), 18u * 3 + 2 + 6);
+  EXPECT_EQ(gmem.size(), 19u * 3 + 2 + 6 + 6);  // 19 ops; wrong-content on 2, wrong-count on 6, wrong-page on 6
   EXPECT_EQ(gmem.front(), "wrong-errno:create_vm");
 }
 

@@ -47,6 +47,9 @@ HostGmemTarget::~HostGmemTarget() {
 void HostGmemTarget::begin(const Scenario& s) {
   end();
   gmem_abi_ = s.abi == Abi::kGmem;
+  // Baselines cost a wait of up to a clock tick per file: only when observed.
+  track_times_ = false;
+  for (const Op& op : s.ops) track_times_ |= gmem_abi_ && op.code == gmem::kTimes;
 }
 
 void HostGmemTarget::end() {
@@ -62,6 +65,7 @@ void HostGmemTarget::end() {
   gmem_info_.clear();
   vms_.clear();
   areas_.clear();
+  times_.clear();
 }
 
 int HostGmemTarget::vm_fd(uint64_t slot) const { return slot < vms_.size() ? vms_[slot] : -1; }
@@ -114,6 +118,8 @@ Outcome HostGmemTarget::exec(const Scenario& s, size_t i) {
       return op_unbind(a);
     case gmem::kCloseVm:
       return op_close(vms_, a[0]);
+    case gmem::kTimes:
+      return op_times(a);
     default:
       return Outcome::err(ENOSYS);
   }
@@ -136,7 +142,12 @@ Outcome HostGmemTarget::op_create_gmem(const uint64_t* a) {
   int e = errno;
   gmems_.push_back(fd < 0 ? -1 : fd);
   gmem_info_.push_back({fd >= 0, a[2]});
-  return fd < 0 ? Outcome::err(e) : Outcome::ok(0);
+  if (fd < 0) return Outcome::err(e);
+  if (track_times_) {
+    times_.resize(gmems_.size());
+    take_baseline(fd, times_.back());
+  }
+  return Outcome::ok(0);
 }
 
 // close gmem / close_vm vm: the slot is dead afterwards whatever close says.
@@ -425,6 +436,13 @@ std::vector<PatternHint> pattern_hints(const Scenario& s) {
     }
   }
   return out;
+}
+
+// times gmem: which timestamps advanced since the slot's baseline.
+Outcome HostGmemTarget::op_times(const uint64_t* a) {
+  const uint64_t slot = a[0];
+  FileTimes none;
+  return times_since(gmem_fd(slot), slot < times_.size() ? times_[slot] : none);
 }
 
 HostOpen open_host_target(const char* dev_path) {

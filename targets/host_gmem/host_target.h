@@ -10,6 +10,7 @@
 
 #include "models/gmem/profile.h"
 #include "harness/scenario/gmem_conventions.h"
+#include "targets/host_gmem/file_times.h"
 #include "targets/host_gmem/probe.h"
 #include "targets/target.h"
 
@@ -63,6 +64,7 @@ class HostGmemTarget : public Target {
   Outcome op_fstat(const uint64_t* a);
   Outcome op_bind(const uint64_t* a);
   Outcome op_unbind(const uint64_t* a);
+  Outcome op_times(const uint64_t* a);
   uint64_t bind_backing(uint64_t size);
 
   int kvm_fd_;
@@ -77,6 +79,8 @@ class HostGmemTarget : public Target {
   std::vector<GmemInfo> gmem_info_;
   std::vector<Mapping> maps_;
   std::vector<Area> areas_;
+  bool track_times_ = false;      // the scenario has a times op: take baselines
+  std::vector<FileTimes> times_;  // by gmem slot (times_.size() <= gmems_.size())
 };
 
 // The streams a scenario writes (write, pwrite, pwritev, store), as hints for

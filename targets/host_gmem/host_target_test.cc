@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,7 @@
 #include "harness/scenario/pattern.h"
 #include "targets/host_gmem/buffers.h"
 #include "targets/host_gmem/fault_guard.h"
+#include "targets/host_gmem/file_times.h"
 
 namespace kconform::host_gmem {
 namespace {
@@ -425,6 +427,64 @@ TEST_F(HostTarget, BindAndUnbind) {
     EXPECT_OUTCOME(r[9], Outcome::ok(0));
     EXPECT_OUTCOME(r[10], Outcome::ok(0));
   }
+}
+
+// times: a baseline at creation and at each times; a dead slot is EBADF.
+// Which bits fallocate sets is this kernel's business (SPEC.md TIMES:OPEN):
+// only that the value is a bitmask is checked there.
+TEST_F(HostTarget, TimesReportsAgainstTheSlotsBaseline) {
+  NEED(kCapGmem | kCapMmap | kCapInitShared);
+  Builder b = mapped_gmem();
+  b.op(kTimes, {0})                                              // 3
+      .op(kFstat, {0})                                           // 4
+      .op(kLoad, {0, 0, 4096})                                   // 5
+      .op(kTimes, {0})                                           // 6
+      .op(kFallocate, {0, kFallocPunchHole | kFallocKeepSize, 0, 4096})  // 7
+      .op(kTimes, {0})                                           // 8
+      .op(kTimes, {0})                                           // 9
+      .op(kTimes, {1})                                           // 10: never produced
+      .op(kClose, {0})                                           // 11
+      .op(kTimes, {0});                                          // 12
+  std::vector<Outcome> r = run(*target_, b.s);
+  EXPECT_OUTCOME(r[3], Outcome::ok(0));
+  EXPECT_OUTCOME(r[6], Outcome::ok(0));
+  EXPECT_OUTCOME(r[7], Outcome::ok(0));
+  ASSERT_EQ(r[8].kind, Outcome::Kind::kOk) << show(r[8]);
+  EXPECT_LE(r[8].value, int64_t(kTimesMtimeAdvanced | kTimesCtimeAdvanced)) << show(r[8]);
+  std::printf("times after PUNCH_HOLE on this kernel: %lld\n", static_cast<long long>(r[8].value));
+  EXPECT_OUTCOME(r[9], Outcome::ok(0));
+  EXPECT_OUTCOME(r[10], Outcome::err(EBADF));
+  EXPECT_OUTCOME(r[12], Outcome::err(EBADF));
+}
+
+// The baseline logic on a file whose timestamps write() is known to update (a
+// memfd): a write in the very tick of the baseline is still seen, because
+// take_baseline waits until the coarse clock has passed the baseline.
+TEST(HostFileTimes, AWriteRightAfterTheBaselineIsSeen) {
+  const int fd = memfd_create("kconform-times", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  for (int round = 0; round < 20; ++round) {
+    FileTimes t;
+    ASSERT_TRUE(take_baseline(fd, t));
+    struct timespec now;
+    ASSERT_EQ(clock_gettime(CLOCK_REALTIME_COARSE, &now), 0);
+    EXPECT_TRUE(now.tv_sec > t.mtime.tv_sec || (now.tv_sec == t.mtime.tv_sec && now.tv_nsec > t.mtime.tv_nsec));
+    ASSERT_EQ(write(fd, "x", 1), 1);
+    EXPECT_OUTCOME(times_since(fd, t), Outcome::ok(kTimesMtimeAdvanced | kTimesCtimeAdvanced)) << round;
+    EXPECT_OUTCOME(times_since(fd, t), Outcome::ok(0)) << round;
+    ASSERT_EQ(fchmod(fd, 0600 | (round & 1 ? 0 : 0040)), 0);  // status only
+    EXPECT_OUTCOME(times_since(fd, t), Outcome::ok(kTimesCtimeAdvanced)) << round;
+  }
+  close(fd);
+  FileTimes none;
+  EXPECT_OUTCOME(times_since(-1, none), Outcome::err(EBADF));
+  EXPECT_FALSE(none.valid);
+  // Without a baseline nothing counts as advanced; the call takes one.
+  const int fd2 = memfd_create("kconform-times", MFD_CLOEXEC);
+  ASSERT_GE(fd2, 0);
+  EXPECT_OUTCOME(times_since(fd2, none), Outcome::ok(0));
+  EXPECT_TRUE(none.valid);
+  close(fd2);
 }
 
 TEST_F(HostTarget, OtherAbiIsNotRun) {

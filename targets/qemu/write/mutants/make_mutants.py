@@ -27,16 +27,17 @@ MUTANTS = [
      "\treturn -ESPIPE;\n"),
     ("10-page-index-off-by-one", G, "\t\tfolio = kvm_gmem_get_folio(inode, index);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert",
      "\t\tfolio = kvm_gmem_get_folio(inode, index + 1);\n\t\tif (IS_ERR(folio)) {\n\t\t\tiov_iter_revert"),
+    ("11-times-not-updated", G, "\t\tiocb->ki_pos = pos;\n\t\tfile_modified(file);\n", "\t\tiocb->ki_pos = pos;\n"),
     # v7's leak: a zero-length write allocates the page at pos and marks it up to
     # date without clearing it; a later fault maps whatever the page held before.
-    ("11-zero-length-allocates-uncleared", G, "\tif (!len)\n\t\treturn 0;\n",
+    ("12-zero-length-allocates-uncleared", G, "\tif (!len)\n\t\treturn 0;\n",
      "\tif (!len) {\n\t\tif (pos >= 0 && pos < i_size_read(inode)) {\n"
      "\t\t\tstruct folio *folio = kvm_gmem_get_folio(inode, pos >> PAGE_SHIFT);\n\n"
      "\t\t\tif (!IS_ERR(folio)) {\n\t\t\t\tfolio_mark_uptodate(folio);\n"
      "\t\t\t\tfolio_unlock(folio);\n\t\t\t\tfolio_put(folio);\n\t\t\t}\n\t\t}\n"
      "\t\treturn 0;\n\t}\n"),
     # No invalidate lock: population races PUNCH_HOLE page by page.
-    ("12-no-invalidate-lock", G,
+    ("13-no-invalidate-lock", G,
      "\tfilemap_invalidate_lock_shared(mapping);\n\n\twhile (iov_iter_count(from)) {",
      "\twhile (iov_iter_count(from)) {",
      "\tfilemap_invalidate_unlock_shared(mapping);\n\tfree_page(", "\tfree_page("),
