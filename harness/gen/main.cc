@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     const auto f0 = std::chrono::steady_clock::now();
     GenStats st;
     std::vector<Case> cases = generate(f, &st);
-    std::string text = format_cases(f, cases);
+    std::string text = format_cases(f, cases, &st);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
     std::filesystem::path dir = std::filesystem::path(out) / f.abi;
     std::filesystem::path file = dir / (f.name + ".kcs");
@@ -114,11 +114,13 @@ int main(int argc, char** argv) {
     total_cases += cases.size();
     std::string iso;
     for (const std::string& n : st.not_isolable) iso += (iso.empty() ? "\"" : ",\"") + n + "\"";
+    std::string unreachable;
+    for (const std::string& n : st.unreachable) unreachable += (unreachable.empty() ? "\"" : ",\"") + n + "\"";
     std::printf("{\"abi\":\"%s\",\"function\":\"%s\",\"file\":\"%s\",\"conditions\":%zu,\"cases\":%zu,"
                 "\"queries\":%zu,\"relaxed\":%zu,\"unsat\":%zu,\"duplicates\":%zu,\"seconds\":%.3f,"
-                "\"not_isolable\":[%s]}\n",
+                "\"not_isolable\":[%s],\"unreachable\":[%s]}\n",
                 f.abi.c_str(), f.name.c_str(), file.c_str(), f.conds.size(), cases.size(), st.queries, st.relaxed,
-                st.unsat, st.duplicates, secs, iso.c_str());
+                st.unsat, st.duplicates, secs, iso.c_str(), unreachable.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("{\"summary\":true,\"functions\":%zu,\"cases\":%zu,\"seconds\":%.3f,\"z3\":\"%s\"}\n", fns.size(),
