@@ -210,26 +210,39 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     // Other conditions the case breaks because no case of this query can keep
     // them all: the fewest, named in the case's name.
     std::vector<size_t> also;
+    bool free_others = false;  // Function::fewest_others off: only the context was kept
     if (!solve(ctx, strict, prefs, &m)) {
       if (q.kind.rfind("break-", 0) == 0) stats->not_isolable.push_back(f.name + "/" + q.kind.substr(6));
-      bool unreachable = false;
-      if (q.target < 0 || !fewest_also_broken(ctx, f, q, hard, &also, &unreachable)) {
-        if (unreachable) {
-          stats->unreachable.push_back(f.name + "/" + q.kind);
-        } else {
-          ++stats->unsat;
-        }
-        continue;
-      }
-      std::vector<z3::expr> relaxed = hard;
-      for (size_t j = 0; j < f.conds.size(); ++j) {
-        if (static_cast<int>(j) == q.target) continue;
-        const bool broken = std::find(also.begin(), also.end(), j) != also.end();
-        relaxed.push_back(broken ? !holds(f.conds[j]) : holds(f.conds[j]));
-      }
-      if (!solve(ctx, relaxed, prefs, &m)) {
+      if (q.target < 0) {
         ++stats->unsat;
         continue;
+      }
+      if (!f.fewest_others) {
+        if (!solve(ctx, hard, prefs, &m)) {
+          ++stats->unsat;
+          continue;
+        }
+        free_others = true;
+      } else {
+        bool unreachable = false;
+        if (!fewest_also_broken(ctx, f, q, hard, &also, &unreachable)) {
+          if (unreachable) {
+            stats->unreachable.push_back(f.name + "/" + q.kind);
+          } else {
+            ++stats->unsat;
+          }
+          continue;
+        }
+        std::vector<z3::expr> relaxed = hard;
+        for (size_t j = 0; j < f.conds.size(); ++j) {
+          if (static_cast<int>(j) == q.target) continue;
+          const bool broken = std::find(also.begin(), also.end(), j) != also.end();
+          relaxed.push_back(broken ? !holds(f.conds[j]) : holds(f.conds[j]));
+        }
+        if (!solve(ctx, relaxed, prefs, &m)) {
+          ++stats->unsat;
+          continue;
+        }
       }
       ++stats->relaxed;
     }
@@ -256,7 +269,7 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
       const bool is_broken = m.eval(holds(cond), true).is_false();
       if (is_broken) broken += (broken.empty() ? "" : ", ") + cond.id + " [" + cond.rule + "]";
       const bool named = std::find(also.begin(), also.end(), j) != also.end();
-      if (static_cast<int>(j) != q.target && is_broken != named) {
+      if (!free_others && static_cast<int>(j) != q.target && is_broken != named) {
         std::fprintf(stderr, "kconform-gen: %s: condition %s is %s but the name says otherwise\n",
                      c.scenario.name.c_str(), cond.id.c_str(), is_broken ? "broken" : "kept");
         std::abort();
@@ -267,6 +280,7 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     for (size_t j : also)
       with += (with.empty() ? "" : ", ") + f.conds[j].id + " [" + f.conds[j].rule + "]";
     c.comment.push_back("Z3 " + q.what + (rule.empty() ? "" : " [" + rule + "]") +
+                        (free_others ? " (cannot be reached keeping every other condition)" : "") +
                         (with.empty() ? "" : "; no case keeps every other condition: also breaks " + with));
     c.comment.push_back("  " + sol.describe());
     c.comment.push_back("  breaks: " + (broken.empty() ? std::string("nothing (a valid call)") : broken));

@@ -1,10 +1,11 @@
 // From a Function's conditions to concrete cases: the valid case, for every
 // atomic condition a case breaking it alone, and its boundary cases (just
 // inside, just outside, and the unsigned wrap-around a W-bit implementation
-// would accept). A case that cannot keep every other condition breaks the
-// fewest others it must, and its name lists them (<kind>+<cond>...); one that
-// would have to break a condition the model checks before its target is not
-// generated. Deterministic: same Function, same cases, same order.
+// would accept). With Function::fewest_others, a case that cannot keep every
+// other condition breaks the fewest others it must, and its name lists them
+// (<kind>+<cond>...); one that would have to break a condition the model
+// checks before its target is not generated. Deterministic: same Function,
+// same cases, same order.
 #pragma once
 
 #include <cstddef>
