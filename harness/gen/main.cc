@@ -77,13 +77,16 @@ int main(int argc, char** argv) {
   if (cfg.gmem_page == 0 || (cfg.gmem_page & (cfg.gmem_page - 1))) return usage("--gmem-page must be a power of 2");
 
   const auto t0 = std::chrono::steady_clock::now();
-  z3::context ctx;
-  Vocab vocab(ctx);
+  // One Z3 context per ABI: what Z3 answers depends on every term its context
+  // holds, so --abi gmem and --abi all must not share one (they wrote different
+  // gmem files when they did).
+  z3::context gmem_ctx, ffa_ctx;
+  Vocab gmem_vocab(gmem_ctx), ffa_vocab(ffa_ctx);
   std::vector<Function> fns;
   if (abi != "ffa")
-    for (Function& f : gmem_functions(vocab, cfg)) fns.push_back(std::move(f));
+    for (Function& f : gmem_functions(gmem_vocab, cfg)) fns.push_back(std::move(f));
   if (abi != "gmem")
-    for (Function& f : ffa_functions(vocab, cfg)) fns.push_back(std::move(f));
+    for (Function& f : ffa_functions(ffa_vocab, cfg)) fns.push_back(std::move(f));
 
   int differ = 0;
   size_t total_cases = 0;
