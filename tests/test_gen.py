@@ -36,10 +36,12 @@ def test_every_case_is_labelled_with_its_condition(engine):
             comment = prev[i].rsplit("\n\n", 1)[-1]
             assert comment.startswith("# Z3 "), (path, name, comment)
             assert "breaks:" in comment, (path, name)
-            kind = name.rsplit("/", 1)[1]
+            kind, *also = name.rsplit("/", 1)[1].split("+")
             if kind != "valid":
                 target = re.sub(r"^(break|edge)-", "", kind)
                 assert any(target == c or target.startswith(c + "-") for c in conds), (path, name)
+            # the other conditions a case cannot keep are conditions of its file, named in its comment
+            assert all(c in conds and c in comment for c in also), (path, name)
 
 
 @needs_kvm

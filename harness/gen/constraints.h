@@ -72,10 +72,21 @@ struct Cond {
   Rel rel = Rel::kLe;
   Term a, b;         // b unused for kAligned/kMaskZero
   uint64_t m = 0;    // kAligned modulus, kMaskZero mask
-  uint64_t granule = 1;  // kLe/kLt: "just inside" means within one granule of the bound
+  uint64_t granule = 1;  // kLe/kLt: "just inside" means within one granule of the bound; kNe: one granule off
   bool wraps = false;    // has a narrow computation that can wrap: generate the wrap-around case
   z3::expr guard;        // the condition applies only where guard holds (true: always)
   z3::expr custom;       // kCustom: the formula
+  // The model's guard order: it checks a function's conditions stage by stage,
+  // and a condition broken at one stage ends the call before the next (e.g. the
+  // harness refuses an oversized write before the write ABI is consulted). A
+  // case whose other broken conditions sit at an earlier stage than the one it
+  // aims at never reaches it, so it is not generated.
+  unsigned stage = 0;
+  // Broken alone, the call may still succeed (a write cut short at EOF, a
+  // zero-length write, a size the kernel may refuse): the rule is evaluated on
+  // its allowed side. Otherwise breaking it puts the call on the rule's
+  // forbidden side (the rule demands an error).
+  bool may_succeed = false;
 };
 
 // A parameter the scenario builder reads from a solution.
@@ -102,6 +113,11 @@ struct Function {
   std::vector<Param> params;
   std::vector<Cond> conds;
   std::vector<z3::expr> context;  // kept by every case
+  // A case that cannot keep every other condition: true, it breaks the fewest
+  // others it must (named in the case); false, only the context is kept and the
+  // other conditions are left to Z3 (FF-A: the search over its 21-29
+  // conditions takes minutes per function with Z3 4.8).
+  bool fewest_others = false;
   // Builds the scenario (ops, requires) for a solution; name is set by the caller.
   std::function<Scenario(const Solution&)> build;
 };
@@ -109,14 +125,18 @@ struct Function {
 // Conditions' constructors.
 Cond le(std::string id, std::string rule, std::string text, Term a, Term b, uint64_t granule = 1,
         bool wraps = false);
-Cond lt(std::string id, std::string rule, std::string text, Term a, Term b);
+Cond lt(std::string id, std::string rule, std::string text, Term a, Term b, uint64_t granule = 1);
 Cond eq(std::string id, std::string rule, std::string text, Term a, Term b, bool wraps = false);
-Cond ne(std::string id, std::string rule, std::string text, Term a, Term b);
+Cond ne(std::string id, std::string rule, std::string text, Term a, Term b, uint64_t granule = 1);
 Cond aligned(std::string id, std::string rule, std::string text, Term a, uint64_t m);
 Cond mask_zero(std::string id, std::string rule, std::string text, Term a, uint64_t mask);
 Cond custom(std::string id, std::string rule, std::string text, z3::expr holds);
 // The same condition, applying only where guard holds.
 Cond when(z3::expr guard, Cond c);
+// The same condition, checked at a later stage of the model's guard order.
+Cond at_stage(unsigned stage, Cond c);
+// The same condition, whose breaking the model permits (Cond::may_succeed).
+Cond may_succeed(Cond c);
 
 // The machine facts a generation run is for.
 struct GenConfig {

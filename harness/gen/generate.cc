@@ -1,6 +1,7 @@
 // The case-generation algorithm (generate.h) and the scenario helpers.
 #include "harness/gen/generate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -68,7 +69,8 @@ std::vector<Query> edges(const Cond& c, int i) {
       if (c.granule > 1) add("outside-granule", "just outside '" + c.text + "' (by one granule)", a == b + w(c.granule));
       break;
     case Rel::kLt:
-      add("inside", "just inside '" + c.text + "'", a + w(1) == b);
+      add("inside", "just inside '" + c.text + "'",
+          c.granule > 1 ? z3::ult(a, b) && z3::ule(b, a + w(c.granule)) : a + w(1) == b);
       add("outside", "just outside '" + c.text + "' (equal)", a == b);
       break;
     case Rel::kEq:
@@ -76,7 +78,7 @@ std::vector<Query> edges(const Cond& c, int i) {
       add("below", "one below '" + c.text + "'", a + w(1) == b);
       break;
     case Rel::kNe:
-      add("inside", "just inside '" + c.text + "'", a == b + w(1));
+      add("inside", "just inside '" + c.text + "'", a == b + w(c.granule));
       break;
     case Rel::kAligned:
       add("inside", "smallest non-zero value meeting '" + c.text + "'",
@@ -134,6 +136,50 @@ bool solve(z3::context& ctx, const std::vector<z3::expr>& hard, const std::vecto
   }
 }
 
+// The fewest other conditions a case must break besides what q pins, when it
+// cannot keep every other condition: none of them at an earlier stage than the
+// condition q aims at (such a case would end before reaching it; false, with
+// *unreachable set). False without *unreachable: the pin itself is unsatisfiable.
+bool fewest_also_broken(z3::context& ctx, const Function& f, const Query& q, const std::vector<z3::expr>& hard,
+                        std::vector<size_t>* also, bool* unreachable) {
+  *unreachable = false;
+  z3::solver s(ctx);
+  for (const z3::expr& h : hard) s.add(h);
+  if (s.check() != z3::sat) return false;
+  const unsigned stage = f.conds[q.target].stage;
+  z3::expr_vector broken(ctx);
+  std::vector<size_t> which;
+  for (size_t j = 0; j < f.conds.size(); ++j) {
+    if (static_cast<int>(j) == q.target) continue;
+    if (f.conds[j].stage < stage) {
+      s.add(holds(f.conds[j]));
+      continue;
+    }
+    z3::expr b = ctx.bool_const(("broken!" + std::to_string(j)).c_str());
+    s.add(b == !holds(f.conds[j]));
+    broken.push_back(b);
+    which.push_back(j);
+  }
+  if (s.check() != z3::sat) {
+    *unreachable = true;
+    return false;
+  }
+  for (unsigned k = 1; k <= broken.size(); ++k) {
+    s.push();
+    s.add(z3::atmost(broken, k));
+    const z3::check_result r = s.check();
+    if (r == z3::sat) {
+      z3::model m = s.get_model();
+      for (unsigned i = 0; i < broken.size(); ++i)
+        if (m.eval(broken[i], true).is_true()) also->push_back(which[i]);
+      return true;
+    }
+    s.pop();
+    if (r != z3::unsat) return false;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<Case> generate(const Function& f, GenStats* stats) {
@@ -161,14 +207,43 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     for (size_t j = 0; j < f.conds.size(); ++j)
       if (static_cast<int>(j) != q.target) strict.push_back(holds(f.conds[j]));
     z3::model m(ctx);
-    bool relaxed = false;
+    // Other conditions the case breaks because no case of this query can keep
+    // them all: the fewest, named in the case's name.
+    std::vector<size_t> also;
+    bool free_others = false;  // Function::fewest_others off: only the context was kept
     if (!solve(ctx, strict, prefs, &m)) {
       if (q.kind.rfind("break-", 0) == 0) stats->not_isolable.push_back(f.name + "/" + q.kind.substr(6));
-      if (q.target < 0 || !solve(ctx, hard, prefs, &m)) {
+      if (q.target < 0) {
         ++stats->unsat;
         continue;
       }
-      relaxed = true;
+      if (!f.fewest_others) {
+        if (!solve(ctx, hard, prefs, &m)) {
+          ++stats->unsat;
+          continue;
+        }
+        free_others = true;
+      } else {
+        bool unreachable = false;
+        if (!fewest_also_broken(ctx, f, q, hard, &also, &unreachable)) {
+          if (unreachable) {
+            stats->unreachable.push_back(f.name + "/" + q.kind);
+          } else {
+            ++stats->unsat;
+          }
+          continue;
+        }
+        std::vector<z3::expr> relaxed = hard;
+        for (size_t j = 0; j < f.conds.size(); ++j) {
+          if (static_cast<int>(j) == q.target) continue;
+          const bool broken = std::find(also.begin(), also.end(), j) != also.end();
+          relaxed.push_back(broken ? !holds(f.conds[j]) : holds(f.conds[j]));
+        }
+        if (!solve(ctx, relaxed, prefs, &m)) {
+          ++stats->unsat;
+          continue;
+        }
+      }
       ++stats->relaxed;
     }
     ++stats->sat;
@@ -176,6 +251,7 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     Case c;
     c.scenario = f.build(sol);
     c.scenario.name = "z3/" + f.abi + "/" + f.name + "/" + q.kind;
+    for (size_t j : also) c.scenario.name += "+" + f.conds[j].id;
     std::vector<uint8_t> key = encode_binary([&] {
       Scenario k = c.scenario;
       k.name.clear();
@@ -186,13 +262,26 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
       continue;
     }
     // Which conditions the solution breaks, evaluated on it (the label's truth).
+    // Besides the target, exactly the conditions the name lists are broken.
     std::string broken;
-    for (const Cond& cond : f.conds) {
-      if (m.eval(holds(cond), true).is_false()) broken += (broken.empty() ? "" : ", ") + cond.id + " [" + cond.rule + "]";
+    for (size_t j = 0; j < f.conds.size(); ++j) {
+      const Cond& cond = f.conds[j];
+      const bool is_broken = m.eval(holds(cond), true).is_false();
+      if (is_broken) broken += (broken.empty() ? "" : ", ") + cond.id + " [" + cond.rule + "]";
+      const bool named = std::find(also.begin(), also.end(), j) != also.end();
+      if (!free_others && static_cast<int>(j) != q.target && is_broken != named) {
+        std::fprintf(stderr, "kconform-gen: %s: condition %s is %s but the name says otherwise\n",
+                     c.scenario.name.c_str(), cond.id.c_str(), is_broken ? "broken" : "kept");
+        std::abort();
+      }
     }
     const std::string rule = q.target >= 0 ? f.conds[q.target].rule : "";
+    std::string with;
+    for (size_t j : also)
+      with += (with.empty() ? "" : ", ") + f.conds[j].id + " [" + f.conds[j].rule + "]";
     c.comment.push_back("Z3 " + q.what + (rule.empty() ? "" : " [" + rule + "]") +
-                        (relaxed ? " (cannot be reached keeping every other condition)" : ""));
+                        (free_others ? " (cannot be reached keeping every other condition)" : "") +
+                        (with.empty() ? "" : "; no case keeps every other condition: also breaks " + with));
     c.comment.push_back("  " + sol.describe());
     c.comment.push_back("  breaks: " + (broken.empty() ? std::string("nothing (a valid call)") : broken));
     std::string err;
@@ -206,12 +295,22 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
   return cases;
 }
 
-std::string format_cases(const Function& f, const std::vector<Case>& cases) {
+std::string format_cases(const Function& f, const std::vector<Case>& cases, const GenStats* stats) {
   std::string out;
   out += "# Generated by kconform-gen (harness/gen, Z3) -- do not edit; regenerate with ./kconform gen\n";
   out += "# " + f.abi + " " + f.name + ": " + f.doc + "\n";
   out += "# Conditions (each case says which it targets and which it breaks):\n";
-  for (const Cond& c : f.conds) out += "#   " + c.id + ": " + c.text + "  [" + c.rule + "]\n";
+  bool staged = false;
+  for (const Cond& c : f.conds) staged |= c.stage != 0;
+  if (staged)
+    out += "# (stage N: the model checks stage by stage; a condition broken at one stage ends the call before the next)\n";
+  for (const Cond& c : f.conds)
+    out += "#   " + c.id + ": " + c.text + "  [" + c.rule + "]" + (staged ? " stage " + std::to_string(c.stage) : "") +
+           (c.may_succeed ? " (broken alone, the call may still succeed)" : "") + "\n";
+  if (stats)
+    for (const std::string& u : stats->unreachable)
+      out += "# Not generated: " + u.substr(u.find('/') + 1) +
+             " (every such case also breaks a condition of an earlier stage, which ends the call first)\n";
   for (const Case& c : cases) {
     out += "\n";
     for (const std::string& line : c.comment) out += "# " + line + "\n";

@@ -1,7 +1,11 @@
 // From a Function's conditions to concrete cases: the valid case, for every
 // atomic condition a case breaking it alone, and its boundary cases (just
 // inside, just outside, and the unsigned wrap-around a W-bit implementation
-// would accept). Deterministic: same Function, same cases, same order.
+// would accept). With Function::fewest_others, a case that cannot keep every
+// other condition breaks the fewest others it must, and its name lists them
+// (<kind>+<cond>...); one that would have to break a condition the model
+// checks before its target is not generated. Deterministic: same Function,
+// same cases, same order.
 #pragma once
 
 #include <cstddef>
@@ -21,12 +25,16 @@ struct Case {
 struct GenStats {
   size_t queries = 0, sat = 0, relaxed = 0, unsat = 0, duplicates = 0;
   std::vector<std::string> not_isolable;  // "function/cond": cannot be broken alone
+  // "function/kind": every case of the query also breaks a condition of an
+  // earlier stage than its target, so none reaches the target (not generated).
+  std::vector<std::string> unreachable;
 };
 
 std::vector<Case> generate(const Function& f, GenStats* stats);
 
-// The text of one corpus file: a header, then each case with its comment.
-std::string format_cases(const Function& f, const std::vector<Case>& cases);
+// The text of one corpus file: a header (with the queries stats lists as
+// unreachable), then each case with its comment.
+std::string format_cases(const Function& f, const std::vector<Case>& cases, const GenStats* stats = nullptr);
 
 // Builds one op of s by argument name; unnamed optional arguments take their
 // defaults. Aborts on a name the ABI table does not have (a generator bug).

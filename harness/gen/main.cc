@@ -77,13 +77,16 @@ int main(int argc, char** argv) {
   if (cfg.gmem_page == 0 || (cfg.gmem_page & (cfg.gmem_page - 1))) return usage("--gmem-page must be a power of 2");
 
   const auto t0 = std::chrono::steady_clock::now();
-  z3::context ctx;
-  Vocab vocab(ctx);
+  // One Z3 context per ABI: what Z3 answers depends on every term its context
+  // holds, so --abi gmem and --abi all must not share one (they wrote different
+  // gmem files when they did).
+  z3::context gmem_ctx, ffa_ctx;
+  Vocab gmem_vocab(gmem_ctx), ffa_vocab(ffa_ctx);
   std::vector<Function> fns;
   if (abi != "ffa")
-    for (Function& f : gmem_functions(vocab, cfg)) fns.push_back(std::move(f));
+    for (Function& f : gmem_functions(gmem_vocab, cfg)) fns.push_back(std::move(f));
   if (abi != "gmem")
-    for (Function& f : ffa_functions(vocab, cfg)) fns.push_back(std::move(f));
+    for (Function& f : ffa_functions(ffa_vocab, cfg)) fns.push_back(std::move(f));
 
   int differ = 0;
   size_t total_cases = 0;
@@ -91,7 +94,7 @@ int main(int argc, char** argv) {
     const auto f0 = std::chrono::steady_clock::now();
     GenStats st;
     std::vector<Case> cases = generate(f, &st);
-    std::string text = format_cases(f, cases);
+    std::string text = format_cases(f, cases, &st);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
     std::filesystem::path dir = std::filesystem::path(out) / f.abi;
     std::filesystem::path file = dir / (f.name + ".kcs");
@@ -114,11 +117,13 @@ int main(int argc, char** argv) {
     total_cases += cases.size();
     std::string iso;
     for (const std::string& n : st.not_isolable) iso += (iso.empty() ? "\"" : ",\"") + n + "\"";
+    std::string unreachable;
+    for (const std::string& n : st.unreachable) unreachable += (unreachable.empty() ? "\"" : ",\"") + n + "\"";
     std::printf("{\"abi\":\"%s\",\"function\":\"%s\",\"file\":\"%s\",\"conditions\":%zu,\"cases\":%zu,"
                 "\"queries\":%zu,\"relaxed\":%zu,\"unsat\":%zu,\"duplicates\":%zu,\"seconds\":%.3f,"
-                "\"not_isolable\":[%s]}\n",
+                "\"not_isolable\":[%s],\"unreachable\":[%s]}\n",
                 f.abi.c_str(), f.name.c_str(), file.c_str(), f.conds.size(), cases.size(), st.queries, st.relaxed,
-                st.unsat, st.duplicates, secs, iso.c_str());
+                st.unsat, st.duplicates, secs, iso.c_str(), unreachable.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("{\"summary\":true,\"functions\":%zu,\"cases\":%zu,\"seconds\":%.3f,\"z3\":\"%s\"}\n", fns.size(),

@@ -53,7 +53,7 @@ Term Vocab::as(const Term& a, unsigned bits) {
 namespace {
 Cond make(std::string id, std::string rule, std::string text, Rel rel, Term a, Term b) {
   z3::expr t = a.wide.ctx().bool_val(true);
-  Cond c{std::move(id), std::move(rule), std::move(text), rel, a, b, 0, 1, false, t, t};
+  Cond c{std::move(id), std::move(rule), std::move(text), rel, a, b, 0, 1, false, t, t, 0, false};
   return c;
 }
 }  // namespace
@@ -64,16 +64,20 @@ Cond le(std::string id, std::string rule, std::string text, Term a, Term b, uint
   c.wraps = wraps;
   return c;
 }
-Cond lt(std::string id, std::string rule, std::string text, Term a, Term b) {
-  return make(std::move(id), std::move(rule), std::move(text), Rel::kLt, a, b);
+Cond lt(std::string id, std::string rule, std::string text, Term a, Term b, uint64_t granule) {
+  Cond c = make(std::move(id), std::move(rule), std::move(text), Rel::kLt, a, b);
+  c.granule = granule;
+  return c;
 }
 Cond eq(std::string id, std::string rule, std::string text, Term a, Term b, bool wraps) {
   Cond c = make(std::move(id), std::move(rule), std::move(text), Rel::kEq, a, b);
   c.wraps = wraps;
   return c;
 }
-Cond ne(std::string id, std::string rule, std::string text, Term a, Term b) {
-  return make(std::move(id), std::move(rule), std::move(text), Rel::kNe, a, b);
+Cond ne(std::string id, std::string rule, std::string text, Term a, Term b, uint64_t granule) {
+  Cond c = make(std::move(id), std::move(rule), std::move(text), Rel::kNe, a, b);
+  c.granule = granule;
+  return c;
 }
 Cond aligned(std::string id, std::string rule, std::string text, Term a, uint64_t m) {
   Cond c = make(std::move(id), std::move(rule), std::move(text), Rel::kAligned, a, a);
@@ -96,6 +100,16 @@ Cond custom(std::string id, std::string rule, std::string text, z3::expr holds) 
 
 Cond when(z3::expr guard, Cond c) {
   c.guard = guard;
+  return c;
+}
+
+Cond at_stage(unsigned stage, Cond c) {
+  c.stage = stage;
+  return c;
+}
+
+Cond may_succeed(Cond c) {
+  c.may_succeed = true;
   return c;
 }
 

@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gen", help="regenerate the Z3 edge cases (corpora/z3) from each ABI's conditions",
                        description="Encode each ABI's validity conditions as Z3 constraints "
                                    "(harness/gen) and write, per atomic condition, the cases that "
-                                   "break it alone and its boundary cases (just inside, just outside, "
+                                   "break it alone (or with the fewest others they must, named in the "
+                                   "case) and its boundary cases (just inside, just outside, "
                                    "unsigned wrap-around) to corpora/z3/<abi>/*.kcs. Deterministic: "
                                    "the same conditions give the same files.")
     p.add_argument("--abi", choices=("gmem", "ffa", "all"), default="all")

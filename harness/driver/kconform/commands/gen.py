@@ -20,11 +20,12 @@ def cmd_gen(args, console: Console) -> int:
         print(json.dumps({k: v for k, v in res.items() if k != "stderr"}, indent=2))
     else:
         table = Table(title=f"Z3 edge cases ({out})", title_justify="left")
-        for col in ("abi", "function", "conditions", "cases", "not isolable", "seconds"):
+        for col in ("abi", "function", "conditions", "cases", "not isolable", "unreachable", "seconds"):
             table.add_column(col, overflow="fold")
         for f in res["functions"]:
             table.add_row(f["abi"], f["function"], str(f["conditions"]), str(f["cases"]),
-                          str(len(f["not_isolable"])), f"{f['seconds']:.2f}")
+                          str(len(f["not_isolable"])), str(len(f.get("unreachable", []))),
+                          f"{f['seconds']:.2f}")
         console.print(table)
         s = res["summary"]
         log(f"kconform gen: {s.get('cases', 0)} cases from {s.get('functions', 0)} functions in "
