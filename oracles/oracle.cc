@@ -32,15 +32,21 @@ Verdict judge(const Expectation& expected, const Outcome& observed) {
   for (const Allowed& a : expected.allowed)
     if (a.admits(observed)) return v;
   v.kind = VerdictKind::kViolation;
-  // Blame exactly. First the rules on whose forbidden side the op was: each
-  // demanded an outcome the target did not give.
-  for (const RuleHit& h : expected.hits)
-    if (h.forbidden) add_once(v.violated, h.rule);
+  // Blame exactly. First the rules on whose forbidden side the op was that
+  // license an allowed outcome: each demanded an outcome the target did not
+  // give. (A forbidden rule that licenses none left the outcome to others,
+  // e.g. an FF-A descriptor rule whose rejection the proxy's rollback rule
+  // spells out: it is not what the target got wrong.)
+  for (const RuleHit& h : expected.hits) {
+    if (!h.forbidden) continue;
+    for (const Allowed& a : expected.allowed)
+      if (a.rule == h.rule) add_once(v.violated, h.rule);
+  }
   if (!v.violated.empty()) return v;
-  // Every rule evaluated was on its allowed side, and the outcome is outside
-  // every allowed set: the rules that would have had to allow it. Those that
-  // license an outcome of the observed kind (a wrong count, errno or digest)
-  // are the ones whose set lacks it; if none does, every licensing rule.
+  // Otherwise the outcome is outside every allowed set: the rules that would
+  // have had to allow it. Those that license an outcome of the observed kind
+  // (a wrong count, errno, digest or state) are the ones whose set lacks it;
+  // if none does, every licensing rule.
   for (const Allowed& a : expected.allowed)
     if (a.kind == observed.kind) add_once(v.violated, a.rule);
   if (v.violated.empty())

@@ -21,10 +21,11 @@ const char* to_string(VerdictKind k);
 struct Verdict {
   VerdictKind kind = VerdictKind::kPass;
   // kViolation: the rules the outcome violates. The rules on whose forbidden
-  // side the op was (RuleHit::forbidden); if none, the rules licensing an
-  // outcome of the observed kind (they would have had to allow it); if none,
-  // every rule licensing an allowed outcome. Never a rule whose allowed side
-  // was met while another rule demanded something else.
+  // side the op was (RuleHit::forbidden) that license an allowed outcome
+  // (they demanded what the target did not give); if none, the rules
+  // licensing an outcome of the observed kind (they would have had to allow
+  // it); if none, every rule licensing an allowed outcome. Never a rule whose
+  // allowed side was met while another rule demanded something else.
   std::vector<RuleId> violated;
 };
 

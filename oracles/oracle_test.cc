@@ -69,6 +69,20 @@ TEST(Oracle, BlamesOnlyTheRulesOnWhoseForbiddenSideTheOpWas) {
   EXPECT_EQ(v.violated, std::vector<RuleId>{kR1});
 }
 
+TEST(Oracle, AForbiddenRuleThatLicensesNothingLeavesTheBlameToTheRuleThatDoes) {
+  // kR1: the descriptor is bad (forbidden), the rejection is kR2's to spell out
+  // (an FF-A proxy must roll back): a wrong state breaks kR2, not kR1.
+  Expectation e;
+  e.hits = {{kR1, true}, {kR2, false}};
+  Allowed rollback = Allowed::ok(kR2, 0);
+  rollback.check_state = true;
+  rollback.state = 0x1234;
+  e.allowed = {rollback};
+  Outcome wrong_state = Outcome::ok(0);
+  wrong_state.state = 0x9999;
+  EXPECT_EQ(judge(e, wrong_state).violated, std::vector<RuleId>{kR2});
+}
+
 TEST(Oracle, WithNoForbiddenRuleBlamesTheRulesThatWouldHaveHadToAllowIt) {
   // Both rules on their allowed side: kR1 licenses success, kR2 permits EFBIG.
   Expectation e;
