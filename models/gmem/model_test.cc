@@ -1260,8 +1260,12 @@ TEST_P(GmemRuleSides, TheOracleRejectsAWrongOutcome) {
 TEST(GmemRuleSides, EveryRuleHasARow) {
   std::set<RuleId> covered;
   for (const RuleCase& c : rule_cases()) covered.insert(c.rule);
-  for (RuleId r = 1; r < kGmemRulesEnd; ++r)
+  for (RuleId r = 1; r < kGmemRulesEnd; ++r) {
+    // No single op's expectation holds it: the search over a concurrent
+    // group's interleavings does (harness/runner/linearize_test.cc).
+    if (r == kGmemConcurrentLinearizable) continue;
     EXPECT_TRUE(covered.count(r)) << rule_info(r).id << " has no row";
+  }
 }
 
 // ============================ expect() is read-only ============================
