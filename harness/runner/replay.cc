@@ -15,6 +15,8 @@
 //         {"type":"scenario","s":N,"ops":[[kind, value, aux], ...]}  per scenario run
 //       A scenario with fewer recorded ops than it has (the guest died in it)
 //       is judged up to its last recorded op; one without a record is left out.
+//       A scenario with `repeat N` has its N runs' outcomes one after the
+//       other in "ops"; the runs recorded in full are judged.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -52,14 +54,20 @@ class ReplayTarget : public Target {
   ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<Outcome>> recorded)
       : id_(std::move(id)), recorded_(std::move(recorded)) {}
   const TargetIdentity& identity() const override { return id_; }
-  void begin(const Scenario& s) override { current_ = &recorded_.at(&s); }
-  Outcome exec(const Scenario&, size_t i) override { return current_->at(i); }
+  // A scenario with `repeat N` was recorded N times over, one run after the other.
+  void begin(const Scenario& s) override {
+    current_ = &recorded_.at(&s);
+    base_ = begun_[&s]++ * s.ops.size();
+  }
+  Outcome exec(const Scenario&, size_t i) override { return current_->at(base_ + i); }
   void end() override { current_ = nullptr; }
 
  private:
   TargetIdentity id_;
   std::map<const Scenario*, std::vector<Outcome>> recorded_;
+  std::map<const Scenario*, size_t> begun_;
   const std::vector<Outcome>* current_ = nullptr;
+  size_t base_ = 0;
 };
 
 struct ReplayArgs {
@@ -196,7 +204,7 @@ int cmd_replay(int argc, char** argv) {
                       std::to_string(all.size()) + " scenarios were given");
         std::vector<Outcome> ops;
         for (const auto& o : r.at("ops")) ops.push_back(read_outcome(o));
-        if (ops.size() > all[s].scenario.ops.size())
+        if (ops.size() > all[s].scenario.ops.size() * all[s].scenario.repeat)
           return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
         by_index[s] = std::move(ops);
       } else {
@@ -218,7 +226,12 @@ int cmd_replay(int argc, char** argv) {
     if (!unsupported && it == by_index.end()) continue;
     replayed.push_back(all[s]);
     origin.push_back(s);
-    if (!unsupported) replayed.back().scenario.ops.resize(it->second.size());
+    if (!unsupported) {  // the runs recorded in full, or the start of the first
+      Scenario& sc = replayed.back().scenario;
+      size_t n = sc.ops.size(), got = it->second.size();
+      if (got < n) sc.ops.resize(got);
+      sc.repeat = got < n || n == 0 ? 1 : static_cast<uint32_t>(got / n);
+    }
   }
   std::map<const Scenario*, std::vector<Outcome>> recorded;
   for (size_t n = 0; n < replayed.size(); ++n) {

@@ -27,6 +27,9 @@ class HostGmemTarget : public Target {
   const gmem::Profile& profile() const { return probe_.profile; }
   void begin(const Scenario& s) override;
   Outcome exec(const Scenario& s, size_t i) override;
+  // One std::thread per thread number of the group, started together
+  // (a barrier), each waiting a seed-chosen spin before each of its ops.
+  void exec_group(const Scenario& s, size_t first, size_t last, uint64_t seed, Outcome* out) override;
   void end() override;
 
  private:

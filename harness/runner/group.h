@@ -1,0 +1,30 @@
+// Running and judging a concurrent group (Op::thread): the group's ops run
+// through Target::exec_group, the main-sequence ops after it (up to the next
+// group or the scenario's end) one by one, and the whole stretch is judged by
+// the interleaving search (linearize.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/runner/linearize.h"
+#include "harness/runner/step.h"
+#include "models/model.h"
+#include "targets/target.h"
+
+namespace kconform {
+
+// Runs ops [first, end) of s, first the start of a concurrent group, and
+// judges them into results (one per op); returns end. model_knows: as for
+// step(). A model that cannot judge groups (not a ConcurrentModel) leaves
+// them unchecked. file/index name the scenario for the crash marker.
+size_t run_group(Model& model, Target& target, const Scenario& s, const std::string& file, size_t index,
+                 size_t first, bool model_knows, uint64_t seed, std::vector<StepResult>* results,
+                 LinearizeStats* stats = nullptr);
+
+// The jitter seed of repetition rep of scenario s.
+uint64_t group_seed(const Scenario& s, uint32_t rep);
+
+}  // namespace kconform
