@@ -158,7 +158,7 @@ void HostGmemTarget::exec_group(const Scenario& s, size_t first, size_t last, ui
   auto body = [&](uint8_t id) {
     uint64_t rng = seed ^ (0xd1b54a32d192ed03ull * id);
     ready.fetch_add(1);
-    while (!go.load(std::memory_order_acquire)) spin(1);
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     for (size_t i = first; i < last; ++i) {
       if (s.ops[i].thread != id) continue;
       spin(next_random(rng) % 4096);  // up to a few microseconds
@@ -168,7 +168,7 @@ void HostGmemTarget::exec_group(const Scenario& s, size_t first, size_t last, ui
   std::vector<std::thread> threads;
   threads.reserve(ids.size());
   for (uint8_t id : ids) threads.emplace_back(body, id);
-  while (ready.load() < ids.size()) spin(1);
+  while (ready.load() < ids.size()) std::this_thread::yield();
   go.store(true, std::memory_order_release);
   for (std::thread& t : threads) t.join();
 }
