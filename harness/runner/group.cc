@@ -3,14 +3,8 @@
 
 #include "harness/runner/crash_marker.h"
 #include "harness/scenario/abi.h"
-#include "harness/scenario/pattern.h"
 
 namespace kconform {
-
-uint64_t group_seed(const Scenario& s, uint32_t rep) {
-  uint64_t h = fnv1a(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.name.data()), s.name.size()));
-  return h ^ (0x9e3779b97f4a7c15ull * (rep + 1ull));
-}
 
 size_t run_group(Model& model, Target& target, const Scenario& s, const std::string& file, size_t index,
                  size_t first, bool model_knows, uint64_t seed, std::vector<StepResult>* results,

@@ -24,7 +24,4 @@ size_t run_group(Model& model, Target& target, const Scenario& s, const std::str
                  size_t first, bool model_knows, uint64_t seed, std::vector<StepResult>* results,
                  LinearizeStats* stats = nullptr);
 
-// The jitter seed of repetition rep of scenario s.
-uint64_t group_seed(const Scenario& s, uint32_t rep);
-
 }  // namespace kconform

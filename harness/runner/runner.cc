@@ -56,7 +56,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
       bool model_knows = true;
       for (size_t i = 0; i < s.ops.size();) {
         if (s.ops[i].thread != 0) {  // a concurrent group and the ops after it
-          size_t end = run_group(model, target, s, ls.file, ls.index, i, model_knows, group_seed(s, rep), &group);
+          size_t end = run_group(model, target, s, ls.file, ls.index, i, model_knows, jitter_seed(s, rep), &group);
           for (size_t k = 0; k < end - i; ++k) {
             violated = violated || group[k].verdict.kind == VerdictKind::kViolation;
             buffer ? kept.push_back(group[k]) : emit(i + k, group[k]);

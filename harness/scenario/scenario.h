@@ -79,6 +79,15 @@ inline bool uses_version2(const Scenario& s) {
   return false;
 }
 
+// The timing seed of run rep (0-based) of s: what a target varies its
+// concurrent groups' jitter by (Target::exec_group). The host runner and the
+// QEMU agent use the same one, so a run can be told again.
+inline uint64_t jitter_seed(const Scenario& s, uint32_t rep) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
+  for (char c : s.name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h ^ (0x9e3779b97f4a7c15ull * (rep + 1ull));
+}
+
 // Where a scenario came from, for error messages and verdict records.
 struct ScenarioSource {
   std::string path;  // file path, or "<memory>"

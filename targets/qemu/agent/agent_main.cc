@@ -215,14 +215,27 @@ int run() {
       ++scenarios;
       kmsg("begin s=" + std::to_string(s) + " " + sc.name);
       out.send({{"t", "begin"}, {"s", s}, {"name", sc.name}});
-      target.begin(sc);
-      for (size_t i = 0; i < sc.ops.size(); ++i) {
-        Outcome o = target.exec(sc, i);
-        ++ops;
-        out.send({{"t", "op"}, {"s", s}, {"i", i}, {"k", static_cast<int>(o.kind)}, {"v", o.value},
-                  {"a", o.aux}});
+      // `repeat N`: N runs, their op frames one after the other (the host's
+      // replay serves them run by run); a concurrent group runs through
+      // exec_group with the jitter seed the host runner uses (jitter_seed).
+      for (uint32_t rep = 0; rep < sc.repeat; ++rep) {
+        target.begin(sc);
+        for (size_t i = 0; i < sc.ops.size();) {
+          size_t end = sc.ops[i].thread != 0 ? group_end(sc, i) : i + 1;
+          std::vector<Outcome> got(end - i);
+          if (sc.ops[i].thread != 0) {
+            target.exec_group(sc, i, end, jitter_seed(sc, rep), got.data());
+          } else {
+            got[0] = target.exec(sc, i);
+          }
+          for (const Outcome& o : got) {
+            ++ops;
+            out.send({{"t", "op"}, {"s", s}, {"i", i++}, {"k", static_cast<int>(o.kind)}, {"v", o.value},
+                      {"a", o.aux}});
+          }
+        }
+        target.end();
       }
-      target.end();
       out.send({{"t", "end"}, {"s", s}});
     }
   }
