@@ -1,10 +1,27 @@
 // A concurrent group: exec_group, the ops after it, the interleaving search (group.h).
 #include "harness/runner/group.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "harness/runner/crash_marker.h"
 #include "harness/scenario/abi.h"
 
 namespace kconform {
+
+bool scale_repeats(std::vector<Scenario*> scenarios, std::string* error) {
+  const char* v = std::getenv("KCONFORM_REPEAT_SCALE");
+  if (!v || !*v) return true;
+  char* end = nullptr;
+  unsigned long k = std::strtoul(v, &end, 10);
+  if (*end != '\0' || k < 1 || k > 1000) {
+    *error = std::string("KCONFORM_REPEAT_SCALE: '") + v + "' is not a number 1..1000";
+    return false;
+  }
+  for (Scenario* s : scenarios)
+    if (s->repeat > 1) s->repeat = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{s->repeat} * k, kMaxRepeat));
+  return true;
+}
 
 size_t run_group(Model& model, Target& target, const Scenario& s, const std::string& file, size_t index,
                  size_t first, bool model_knows, uint64_t seed, std::vector<StepResult>* results,

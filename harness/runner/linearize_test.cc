@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "harness/runner/runner.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -203,6 +207,67 @@ TEST(Linearize, MemoisationBoundsTheSearch) {
   // 6 steps of 3 threads: 90 interleavings; states are far fewer.
   EXPECT_LT(r.stats.nodes, 90u * 6u);
   EXPECT_GT(r.stats.nodes, 10u);
+}
+
+// --- The run loop: groups through exec_group, repetitions ---
+
+// Replays scripted outcomes, one script per run of the scenario.
+class ScriptTarget : public Target {
+ public:
+  explicit ScriptTarget(std::vector<std::vector<Outcome>> runs) : runs_(std::move(runs)) {
+    id_.target = "script";
+    id_.cap_bits = ~0u;
+  }
+  const TargetIdentity& identity() const override { return id_; }
+  void begin(const Scenario&) override { ++run_; }
+  Outcome exec(const Scenario&, size_t i) override { return runs_.at(run_).at(i); }
+  void end() override {}
+  int run_ = -1;
+
+ private:
+  TargetIdentity id_;
+  std::vector<std::vector<Outcome>> runs_;
+};
+
+std::vector<Outcome> two_writes_run(const std::vector<uint8_t>& page0) {
+  return {Outcome::ok(0), Outcome::ok(0), Outcome::ok(0), Outcome::ok(0x2000), Outcome::ok(0x2000),
+          Outcome::ok(0, digest(page0)), Outcome::ok(0, digest(pattern(4, P))), Outcome::ok(0, 0x4000)};
+}
+
+TEST(RunLoop, RepeatsAndReportsTheFirstRunWithAViolation) {
+  LoadedScenario ls{parse(kTwoWrites), "t.kcs", 0};
+  ls.scenario.repeat = 4;
+  std::vector<uint8_t> torn = pattern(3, 0);
+  torn[100] = 0;
+  ScriptTarget target({two_writes_run(pattern(3, 0)), two_writes_run(pattern(4, 0)), two_writes_run(torn),
+                       two_writes_run(pattern(3, 0))});
+  std::unique_ptr<Model> model = gmem::make_model(write_profile());
+  std::FILE* sink = std::tmpfile();
+  VerdictWriter writer(sink);
+  std::vector<std::pair<size_t, StepResult>> seen;
+  RunStats st = run_scenarios({ls}, *model, target, writer, nullptr,
+                              [&](const LoadedScenario&, size_t op, const StepResult& r) { seen.push_back({op, r}); });
+  std::fclose(sink);
+  EXPECT_EQ(target.run_, 2) << "stops after the run with a violation";
+  EXPECT_EQ(st.violations, 1u);
+  ASSERT_EQ(seen.size(), 8u) << "one verdict per op";
+  EXPECT_EQ(seen[5].second.verdict.kind, VerdictKind::kViolation);
+  EXPECT_EQ(seen[5].second.expected.note.rfind("repetition 3 of 4; no interleaving", 0), 0u)
+      << seen[5].second.expected.note;
+}
+
+TEST(RunLoop, RepeatedCleanRunsPassOnceEach) {
+  LoadedScenario ls{parse(kTwoWrites), "t.kcs", 0};
+  ls.scenario.repeat = 3;
+  ScriptTarget target({two_writes_run(pattern(3, 0)), two_writes_run(pattern(4, 0)), two_writes_run(pattern(3, 0))});
+  std::unique_ptr<Model> model = gmem::make_model(write_profile());
+  std::FILE* sink = std::tmpfile();
+  VerdictWriter writer(sink);
+  RunStats st = run_scenarios({ls}, *model, target, writer);
+  std::fclose(sink);
+  EXPECT_EQ(target.run_, 2);
+  EXPECT_EQ(st.violations, 0u);
+  EXPECT_EQ(st.pass, 8u);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "harness/runner/replay.h"
+#include "harness/runner/group.h"
 #include "harness/runner/runner.h"
 #include "harness/scenario/codec.h"
 #include "models/gmem/model.h"
@@ -160,6 +161,7 @@ int cmd_pack(int argc, char** argv) {
   ReplayArgs a;
   std::vector<LoadedScenario> all;
   if (int rc; !parse_and_load(argc, argv, kPackUsage, &ReplayArgs::out_dir, &a, &all, &rc)) return rc;
+  if (std::string error; !scale_repeats(scenario_ptrs(all), &error)) return fail(error);
   for (size_t n = 0; n < all.size(); ++n) {
     char name[32];
     std::snprintf(name, sizeof name, "/%06zu.kcsb", n);

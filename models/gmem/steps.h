@@ -53,7 +53,7 @@ class InFlight {
   std::map<size_t, Started> ops_;
 };
 
-// Equal states give equal digests (FNV-1a over every field and page).
+// Equal states give equal digests (a hash of every field and page byte).
 uint64_t state_digest(const State& st);
 
 }  // namespace kconform::gmem
