@@ -201,6 +201,7 @@ bool linearize(ConcurrentModel& model, const Scenario& s, size_t first, size_t e
     for (size_t k = 0; k < n; ++k) {
       StepResult& r = (*results)[k];
       r.expected = search.expectations()[k];
+      r.expected.hits.push_back({model.linearizable_rule(), false});  // judged on its allowed side
       r.observed = observed[k];
       r.verdict = Verdict{VerdictKind::kPass, {}};
       r.blamed.clear();
@@ -241,14 +242,25 @@ bool linearize(ConcurrentModel& model, const Scenario& s, size_t first, size_t e
     const bool failed = best.set && std::find(best.failed.begin(), best.failed.end(), op) != best.failed.end();
     if (placed) {
       r.expected = best.exp[k];
+      r.expected.hits.push_back({rule, false});
       r.verdict = Verdict{VerdictKind::kPass, {}};
     } else if (failed || (!best.set && knows)) {
+      // What the model allowed where the closest interleaving could not go on:
+      // allowed there only if the ops were linearizable, so licensed by the
+      // rule (the op's own rules are named in the note).
+      std::string allowed_there;
       if (best.set) r.expected = best.exp[k];
+      for (Allowed& a : r.expected.allowed) {
+        allowed_there += (allowed_there.empty() ? "" : " | ") + to_string(a);
+        a.rule = rule;
+      }
       r.expected.hits.push_back({rule, true});
-      r.expected.note = note + (r.expected.note.empty() ? "" : "; model: " + r.expected.note);
+      r.expected.note = note + (allowed_there.empty() ? "" : "; op " + std::to_string(op) + " allowed there: " +
+                                                                   allowed_there) +
+                        (r.expected.note.empty() ? "" : "; model: " + r.expected.note);
       r.verdict = judge(r.expected, observed[k]);
       r.verdict.kind = VerdictKind::kViolation;
-      r.verdict.violated.insert(r.verdict.violated.begin(), rule);
+      if (r.verdict.violated.empty()) r.verdict.violated.push_back(rule);
       r.blamed.push_back(rule);
       knows = false;
     } else {

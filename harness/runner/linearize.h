@@ -35,9 +35,10 @@ inline constexpr uint64_t kLinearizeBudget = 2000000;  // search states before g
 // expectation it had in that interleaving, and model holds its end state.
 // false: none does (or the search gave up after budget states, said in the
 // note). The ops that could not be placed in the closest interleaving found
-// (the one that placed most ops) are violations of model.linearizable_rule()
-// (besides the rules of the outcomes the model allowed there), its note names
-// them and that interleaving; the ops it placed pass; the rest are
+// (the one that placed most ops) are violations of model.linearizable_rule():
+// the outcomes the model allowed there are listed as licensed by that rule
+// (their own rules are named in the note, with the ops that could not be
+// placed and that interleaving); the ops it placed pass; the rest are
 // unchecked; model_knows is false from the first violation on.
 bool linearize(ConcurrentModel& model, const Scenario& s, size_t first, size_t end,
                std::span<const Outcome> observed, std::vector<StepResult>* results,

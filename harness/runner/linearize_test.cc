@@ -98,7 +98,12 @@ TEST(Linearize, WritesInterleavedPerPagePass) {
                            Outcome::ok(0, digest(pattern(4, P))), Outcome::ok(0, 0x4000)});
   EXPECT_TRUE(r.ok);
   ASSERT_EQ(r.results.size(), 5u);
-  for (const StepResult& x : r.results) EXPECT_EQ(x.verdict.kind, VerdictKind::kPass) << x.expected.note;
+  for (const StepResult& x : r.results) {
+    EXPECT_EQ(x.verdict.kind, VerdictKind::kPass) << x.expected.note;
+    bool hit = false;  // each op was judged on the rule's allowed side
+    for (const RuleHit& h : x.expected.hits) hit = hit || (h.rule == kGmemConcurrentLinearizable && !h.forbidden);
+    EXPECT_TRUE(hit);
+  }
   EXPECT_TRUE(r.results.back().model_knows);
   EXPECT_GT(r.stats.interleavings, 0u);
 }
