@@ -268,6 +268,44 @@ def test_judge_stops_at_the_last_recorded_op(engine, tmp_path):
     assert [x["op"] for x in recs if x["type"] == "op"] == [0]
 
 
+CONCURRENT = """\
+kconform-scenario 2
+abi gmem
+name test/qemu/concurrent
+repeat 2
+create_vm
+create_gmem vm=0 size=0x2000 flags=MMAP|INIT_SHARED
+mmap gmem=0 offset=0 len=0x2000
+@1 store map=0 offset=0 len=1 pattern=4
+@2 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000
+fstat gmem=0
+"""
+
+
+def test_judge_replays_every_run_of_a_repeated_concurrent_scenario(engine, tmp_path):
+    """The agent sends the runs of `repeat N` one after the other; replay judges each run
+    (groups through the interleaving search) and reports the first with a violation."""
+    scen = tmp_path / "c.kcs"
+    scen.write_text(CONCURRENT)
+    good = [[0, 0, 0]] * 5 + [[0, 0, 0x2000]]
+    bad = [[0, 0, 0]] * 5 + [[0, 0, 0x1000]]  # fstat: the size changed
+    out = {}
+    for label, ops in (("good", good + good), ("bad", good + bad), ("short", good + good[:3])):
+        obs = tmp_path / f"{label}.jsonl"
+        obs.write_text(json.dumps(IDENTITY) + "\n" + json.dumps({"type": "scenario", "s": 0, "ops": ops}) + "\n")
+        r = subprocess.run([str(engine.binary), REPLAY_SUBCOMMAND, "--observations", str(obs), str(scen)],
+                           capture_output=True, text=True)
+        out[label] = (r.returncode, [json.loads(l) for l in r.stdout.splitlines() if '"type":"op"' in l])
+    code, recs = out["good"]
+    assert code == 0 and [x["verdict"] for x in recs] == ["pass"] * 6
+    code, recs = out["bad"]
+    assert code == 1 and recs[5]["verdict"] == "violation"
+    assert "GMEM.CONCURRENT.LINEARIZABLE" in recs[5]["violated"]
+    assert "repetition 2 of 2" in recs[5]["note"], recs[5]
+    code, recs = out["short"]  # the guest died in run 2: run 1 is judged
+    assert code == 0 and len(recs) == 6
+
+
 def test_judge_rejects_bad_observations(engine, tmp_path):
     scen = tmp_path / "s.kcs"
     scen.write_text(SCENARIO)
