@@ -36,6 +36,15 @@ class Target {
     (void)s, (void)i, (void)out;
     return false;
   }
+  // Runs the concurrent group of ops [first, last) of s (Op::thread: the ops
+  // of one thread in order, the threads concurrently) and reports each op's
+  // outcome in out[0 .. last-first). seed varies the timing from run to run
+  // (a target that runs threads waits a seed-chosen while before each op).
+  // The default runs the ops one by one, in scenario order.
+  virtual void exec_group(const Scenario& s, size_t first, size_t last, uint64_t seed, Outcome* out) {
+    (void)seed;
+    for (size_t i = first; i < last; ++i) out[i - first] = exec(s, i);
+  }
   // Releases everything the scenario created (fds, VMs, mappings).
   virtual void end() = 0;
 };

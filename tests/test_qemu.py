@@ -125,6 +125,34 @@ def test_console_events_name_the_scenario_in_flight():
     assert events[1][1].startswith("BUG: kernel NULL pointer dereference")
 
 
+KASAN_AND_LOCKDEP = """\
+[    5.3] kconform: begin s=2 gmem/concurrent/write-vs-punch-same-page
+[    5.4] BUG: KASAN: slab-use-after-free in kvm_gmem_write+0x1/0x2
+[    5.5] kconform: begin s=3 gmem/concurrent/write-vs-close
+[    5.6] WARNING: possible circular locking dependency detected
+[    5.7] WARNING: CPU: 0 PID: 71 at mm/filemap.c:1 x+0x1/0x2
+[    5.8] BUG: sleeping function called from invalid context at mm/memory.c:1
+"""
+
+
+def test_kasan_and_lockdep_reports_are_findings_though_the_guest_runs_on():
+    """A KASAN or lockdep report does not stop the guest; each is a finding at the scenario
+    in flight (QEMU.KASAN a sanitizer finding, QEMU.LOCKDEP a guest warning)."""
+    from kconform.engine.verdicts import finding_kind
+    from kconform.targets.qemu.boot import NONFATAL_KINDS
+    from kconform.targets.qemu.replay import console_findings
+    events = console_events(KASAN_AND_LOCKDEP)
+    assert [(k, s) for k, _, s in events] == [("kasan", 2), ("lockdep", 3), ("warning", 3), ("oops", 3)]
+    kept = [e for e in events if e[0] in NONFATAL_KINDS]
+    where = [("f.kcs", i, f"n{i}") for i in range(4)]
+    found = console_findings(kept, where, "qemu", "7.3.4", "/w")
+    assert [(f.rule, f.scenario) for f in found] == [("QEMU.KASAN", "n2"), ("QEMU.LOCKDEP", "n3"),
+                                                     ("QEMU.WARNING", "n3")]
+    assert found[0].observed.startswith("BUG: KASAN: slab-use-after-free")
+    assert [finding_kind(f.rule, f.expected, f.note) for f in found] == ["sanitizer", "guest-warning",
+                                                                          "guest-warning"]
+
+
 def test_in_flight_from_frames():
     recs = [{"t": "begin", "s": 3}, {"t": "op", "s": 3}, {"t": "end", "s": 3},
             {"t": "begin", "s": 4}, {"t": "op", "s": 4}, {"t": "op", "s": 4}]
@@ -188,7 +216,8 @@ def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
 def test_kernel_fragment_builds_kvm_in():
     lines = kernel_build.KERNEL_FRAGMENT.read_text().splitlines()
     for opt in ("CONFIG_KVM=y", "CONFIG_KVM_AMD=y", "CONFIG_KVM_SW_PROTECTED_VM=y",
-                "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y"):
+                "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y", "CONFIG_KASAN=y",
+                "CONFIG_PROVE_LOCKING=y", "# CONFIG_SLUB_TINY is not set"):
         assert opt in lines
 
 
@@ -237,6 +266,44 @@ def test_judge_stops_at_the_last_recorded_op(engine, tmp_path):
     r, recs = _judge(engine, tmp_path, [[0, 0, 0]])  # the guest died in op 1
     assert r.returncode == 0, r.stderr
     assert [x["op"] for x in recs if x["type"] == "op"] == [0]
+
+
+CONCURRENT = """\
+kconform-scenario 2
+abi gmem
+name test/qemu/concurrent
+repeat 2
+create_vm
+create_gmem vm=0 size=0x2000 flags=MMAP|INIT_SHARED
+mmap gmem=0 offset=0 len=0x2000
+@1 store map=0 offset=0 len=1 pattern=4
+@2 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000
+fstat gmem=0
+"""
+
+
+def test_judge_replays_every_run_of_a_repeated_concurrent_scenario(engine, tmp_path):
+    """The agent sends the runs of `repeat N` one after the other; replay judges each run
+    (groups through the interleaving search) and reports the first with a violation."""
+    scen = tmp_path / "c.kcs"
+    scen.write_text(CONCURRENT)
+    good = [[0, 0, 0]] * 5 + [[0, 0, 0x2000]]
+    bad = [[0, 0, 0]] * 5 + [[0, 0, 0x1000]]  # fstat: the size changed
+    out = {}
+    for label, ops in (("good", good + good), ("bad", good + bad), ("short", good + good[:3])):
+        obs = tmp_path / f"{label}.jsonl"
+        obs.write_text(json.dumps(IDENTITY) + "\n" + json.dumps({"type": "scenario", "s": 0, "ops": ops}) + "\n")
+        r = subprocess.run([str(engine.binary), REPLAY_SUBCOMMAND, "--observations", str(obs), str(scen)],
+                           capture_output=True, text=True)
+        out[label] = (r.returncode, [json.loads(l) for l in r.stdout.splitlines() if '"type":"op"' in l])
+    code, recs = out["good"]
+    assert code == 0 and [x["verdict"] for x in recs] == ["pass"] * 6
+    code, recs = out["bad"]
+    assert code == 1 and recs[5]["verdict"] == "violation"
+    assert "GMEM.CONCURRENT.LINEARIZABLE" in recs[5]["violated"]
+    assert "repetition 2 of 2" in recs[5]["note"], recs[5]
+    code, recs = out["short"]  # the guest died in run 2: run 1 is judged
+    assert code == 0 and len(recs) == 6
 
 
 def test_judge_rejects_bad_observations(engine, tmp_path):

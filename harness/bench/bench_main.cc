@@ -14,7 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/linearize.h"
 #include "harness/runner/runner.h"
+#include "harness/scenario/codec.h"
+#include "harness/scenario/gmem_abi.h"
+#include "models/gmem/model.h"
 #include "harness/runner/target_registry.h"
 #ifdef KC_BENCH_EL2
 #include "harness/runner/target_el2.h"
@@ -77,6 +81,59 @@ BENCHMARK(BM_El2Differential)->Unit(benchmark::kMillisecond)->UseRealTime();
 #else
 void BM_HostGmemScenarios(benchmark::State& state) { run_family(state, host_target_family(), "gmem"); }
 BENCHMARK(BM_HostGmemScenarios)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The linearizability checker (harness/runner/linearize.h) alone, on a
+// history no interleaving explains, so every iteration searches the whole
+// space: three threads, two of two 3-page pwrites and one of two punches, on
+// a 4-page file, then a load whose byte no write stores. items/s: complete
+// interleavings of the group reached per second (each then judged against the
+// ops after it); "states_per_s": search states visited.
+void BM_LinearizeSearch(benchmark::State& state) {
+  std::vector<Scenario> parsed;
+  std::string error;
+  const char* text =
+      "kconform-scenario 2\nabi gmem\nname bench/linearize\ncreate_vm\n"
+      "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED|WRITE\nmmap gmem=0 offset=0 len=0x4000\n"
+      "@1 pwrite gmem=0 offset=0 len=0x3000 pattern=3\n@1 pwrite gmem=0 offset=0x1000 len=0x3000 pattern=4\n"
+      "@2 pwrite gmem=0 offset=0 len=0x3000 pattern=5\n@2 pwrite gmem=0 offset=0x1000 len=0x3000 pattern=6\n"
+      "@3 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x2000\n"
+      "@3 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0x2000 len=0x2000\n"
+      "load map=0 offset=0 len=1\n";
+  if (!parse_text(text, "bench", &parsed, &error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const Scenario& s = parsed[0];
+  gmem::Profile p;
+  p.write_abi = true;
+  p.supported_flags[0] = p.supported_flags[1] = gmem::kFlagMmap | gmem::kFlagInitShared | gmem::kFlagWrite;
+  p.user_memory2 = true;
+  p.gmem_on_vm_type[0] = true;
+  std::unique_ptr<Model> model = gmem::make_model(p);
+  auto* cm = dynamic_cast<ConcurrentModel*>(model.get());
+  std::vector<Outcome> observed(7, Outcome::ok(0x3000));
+  observed[4] = observed[5] = Outcome::ok(0);
+  observed[6] = Outcome::ok(0, 0x1234);  // a digest no byte has
+  std::vector<StepResult> results;
+  uint64_t interleavings = 0, nodes = 0;
+  for (auto _ : state) {
+    model->begin(s);
+    for (size_t i = 0; i < 3; ++i) model->commit(s, i, Outcome::ok(0));
+    LinearizeStats st;
+    bool ok = linearize(*cm, s, 3, s.ops.size(), observed, &results, &st);
+    if (ok || st.budget_exhausted) {
+      state.SkipWithError("the bench history must be searched in full and fail");
+      return;
+    }
+    interleavings += st.interleavings;
+    nodes += st.nodes;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(interleavings));
+  state.counters["interleavings_per_search"] =
+      static_cast<double>(interleavings) / static_cast<double>(state.iterations());
+  state.counters["states_per_s"] = benchmark::Counter(static_cast<double>(nodes), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LinearizeSearch)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "harness/runner/group.h"
 #include "harness/runner/step.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
@@ -111,39 +112,50 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
   Target& target = *t_.target;
   model.begin(s);
   target.begin(s);
-  StepResult r;
+  StepResult one;
+  std::vector<StepResult> group;
   bool model_knows = true;
-  for (size_t i = 0; i < s.ops.size(); ++i) {
+  for (size_t i = 0, n = 1; i < s.ops.size(); i += n) {
     const bool checked = model_knows;
-    step(model, target, t_.invariants, s, i, model_knows, &r);
-    model_knows = r.model_knows;
-    if (r.blamed.empty()) continue;
-    Finding f;
-    f.op = i;
-    f.blamed = r.blamed;
-    // Known as `run` knows it: every violated rule (one finding each in `run`)
-    // has a baseline entry for this scenario. Or, for the mutant bench, every
-    // blamed rule is background.
-    bool background = true;
-    for (RuleId rule : r.blamed) {
-      const std::string id = rule_info(rule).id;
-      f.rules += (f.rules.empty() ? "" : ",") + id;
-      if (!known_.count(id)) background = false;
-    }
-    bool baselined_all = !r.verdict.violated.empty();
-    for (RuleId rule : r.verdict.violated)
-      if (!baselined(rule_info(rule).id, s.name)) baselined_all = false;
-    f.known = background || baselined_all;
-    f.detail = "observed " + to_string(r.observed);
-    if (checked) {
-      f.detail += ", expected";
-      for (const Allowed& a : r.expected.allowed) f.detail += " | " + to_string(a);
+    // A concurrent group and the ops after it are judged as `run` judges them
+    // (harness/runner/group.h; one run: `repeat` is for `run`).
+    if (s.ops[i].thread != 0) {
+      n = run_group(model, target, s, "<fuzz>", 0, i, model_knows, jitter_seed(s, 0), &group) - i;
     } else {
-      f.detail += " (unchecked: the model lost the state at an earlier op)";
+      n = 1;
+      step(model, target, t_.invariants, s, i, model_knows, &one);
     }
-    if (!r.expected.note.empty()) f.detail += "; note: " + r.expected.note;
-    report(s, f);
-    findings.push_back(std::move(f));
+    for (size_t k = 0; k < n; ++k) {
+      const StepResult& r = n == 1 && s.ops[i].thread == 0 ? one : group[k];
+      model_knows = r.model_knows;
+      if (r.blamed.empty()) continue;
+      Finding f;
+      f.op = i + k;
+      f.blamed = r.blamed;
+      // Known as `run` knows it: every violated rule (one finding each in `run`)
+      // has a baseline entry for this scenario. Or, for the mutant bench, every
+      // blamed rule is background.
+      bool background = true;
+      for (RuleId rule : r.blamed) {
+        const std::string id = rule_info(rule).id;
+        f.rules += (f.rules.empty() ? "" : ",") + id;
+        if (!known_.count(id)) background = false;
+      }
+      bool baselined_all = !r.verdict.violated.empty();
+      for (RuleId rule : r.verdict.violated)
+        if (!baselined(rule_info(rule).id, s.name)) baselined_all = false;
+      f.known = background || baselined_all;
+      f.detail = "observed " + to_string(r.observed);
+      if (checked) {
+        f.detail += ", expected";
+        for (const Allowed& a : r.expected.allowed) f.detail += " | " + to_string(a);
+      } else {
+        f.detail += " (unchecked: the model lost the state at an earlier op)";
+      }
+      if (!r.expected.note.empty()) f.detail += "; note: " + r.expected.note;
+      report(s, f);
+      findings.push_back(std::move(f));
+    }
   }
   target.end();
   return findings;

@@ -17,6 +17,8 @@
 //          models/common/contents.h (the content oracle judges them here)
 //       A scenario with fewer recorded ops than it has (the guest died in it)
 //       is judged up to its last recorded op; one without a record is left out.
+//       A scenario with `repeat N` has its N runs' outcomes one after the
+//       other in "ops"; the runs recorded in full are judged.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "harness/runner/replay.h"
+#include "harness/runner/group.h"
 #include "harness/runner/runner.h"
 #include "harness/scenario/codec.h"
 #include "models/gmem/model.h"
@@ -61,10 +64,14 @@ class ReplayTarget : public Target {
   ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<RecordedOp>> recorded)
       : id_(std::move(id)), recorded_(std::move(recorded)) {}
   const TargetIdentity& identity() const override { return id_; }
-  void begin(const Scenario& s) override { current_ = &recorded_.at(&s); }
-  Outcome exec(const Scenario&, size_t i) override { return current_->at(i).outcome; }
+  // A scenario with `repeat N` was recorded N times over, one run after the other.
+  void begin(const Scenario& s) override {
+    current_ = &recorded_.at(&s);
+    base_ = begun_[&s]++ * s.ops.size();
+  }
+  Outcome exec(const Scenario&, size_t i) override { return current_->at(base_ + i).outcome; }
   bool observe(const Scenario&, size_t i, Contents* out) override {
-    const RecordedOp& r = current_->at(i);
+    const RecordedOp& r = current_->at(base_ + i);
     if (!r.has_contents) return false;
     *out = r.contents;
     return true;
@@ -74,7 +81,9 @@ class ReplayTarget : public Target {
  private:
   TargetIdentity id_;
   std::map<const Scenario*, std::vector<RecordedOp>> recorded_;
+  std::map<const Scenario*, size_t> begun_;
   const std::vector<RecordedOp>* current_ = nullptr;
+  size_t base_ = 0;
 };
 
 struct ReplayArgs {
@@ -174,6 +183,7 @@ int cmd_pack(int argc, char** argv) {
   ReplayArgs a;
   std::vector<LoadedScenario> all;
   if (int rc; !parse_and_load(argc, argv, kPackUsage, &ReplayArgs::out_dir, &a, &all, &rc)) return rc;
+  if (std::string error; !scale_repeats(scenario_ptrs(all), &error)) return fail(error);
   for (size_t n = 0; n < all.size(); ++n) {
     char name[32];
     std::snprintf(name, sizeof name, "/%06zu.kcsb", n);
@@ -219,7 +229,7 @@ int cmd_replay(int argc, char** argv) {
         if (!have_identity) return fail(where + ": a 'scenario' record before the 'identity' record");
         std::vector<RecordedOp> ops;
         for (const auto& o : r.at("ops")) ops.push_back(read_op(o, profile.page_size, ops.size()));
-        if (ops.size() > all[s].scenario.ops.size())
+        if (ops.size() > all[s].scenario.ops.size() * all[s].scenario.repeat)
           return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
         by_index[s] = std::move(ops);
       } else {
@@ -241,7 +251,12 @@ int cmd_replay(int argc, char** argv) {
     if (!unsupported && it == by_index.end()) continue;
     replayed.push_back(all[s]);
     origin.push_back(s);
-    if (!unsupported) replayed.back().scenario.ops.resize(it->second.size());
+    if (!unsupported) {  // the runs recorded in full, or the start of the first
+      Scenario& sc = replayed.back().scenario;
+      size_t n = sc.ops.size(), got = it->second.size();
+      if (got < n) sc.ops.resize(got);
+      sc.repeat = got < n || n == 0 ? 1 : static_cast<uint32_t>(got / n);
+    }
   }
   std::map<const Scenario*, std::vector<RecordedOp>> recorded;
   for (size_t n = 0; n < replayed.size(); ++n) {

@@ -2,6 +2,7 @@
 #include "harness/runner/runner.h"
 
 #include "harness/runner/crash_marker.h"
+#include "harness/runner/group.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
 
@@ -22,6 +23,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
                        VerdictWriter& writer, const InvariantSource* invariants, const StepObserver& on_step) {
   RunStats stats;
   StepResult r;
+  std::vector<StepResult> group;
   for (const LoadedScenario& ls : scenarios) {
     const Scenario& s = ls.scenario;
     ScenarioRef ref{&s, ls.file, ls.index};
@@ -33,22 +35,59 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
       stats.unsupported += s.ops.size();
       continue;
     }
-    model.begin(s);
-    target.begin(s);
-    bool model_knows = true;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-      set_in_flight(s.name, ls.file, ls.index, i, format_op(s, i));
-      step(model, target, invariants, s, i, model_knows, &r);
-      model_knows = r.model_knows;
-      writer.op(ref, i, r.expected, r.observed, r.verdict, &r.contents, r.adopted);
-      switch (r.verdict.kind) {
+    auto emit = [&](size_t i, const StepResult& res) {
+      writer.op(ref, i, res.expected, res.observed, res.verdict, &res.contents, res.adopted);
+      switch (res.verdict.kind) {
         case VerdictKind::kViolation: ++stats.violations; break;
         case VerdictKind::kUnchecked: ++stats.unchecked; break;
         default: ++stats.pass; break;
       }
-      if (on_step) on_step(ls, i, r);
+      if (on_step) on_step(ls, i, res);
+    };
+    // A scenario with `repeat N` runs N times (group.h: varied timing); its
+    // verdicts are those of the first run with a violation, else of the last.
+    std::vector<StepResult> kept;
+    for (uint32_t rep = 0; rep < s.repeat; ++rep) {
+      const bool buffer = s.repeat > 1;
+      if (buffer) kept.clear();
+      bool violated = false;
+      model.begin(s);
+      target.begin(s);
+      bool model_knows = true;
+      for (size_t i = 0; i < s.ops.size();) {
+        if (s.ops[i].thread != 0) {  // a concurrent group and the ops after it
+          size_t end = run_group(model, target, s, ls.file, ls.index, i, model_knows, jitter_seed(s, rep), &group);
+          for (size_t k = 0; k < end - i; ++k) {
+            violated = violated || group[k].verdict.kind == VerdictKind::kViolation;
+            buffer ? kept.push_back(group[k]) : emit(i + k, group[k]);
+          }
+          model_knows = group.back().model_knows;
+          if (!model_knows) {  // for the unchecked ops after it (step.h)
+            r.lost_at = end - 1;
+            r.lost_reason = "no interleaving of the concurrent group explains what the target did";
+          }
+          i = end;
+          continue;
+        }
+        set_in_flight(s.name, ls.file, ls.index, i, format_op(s, i));
+        step(model, target, invariants, s, i, model_knows, &r);
+        model_knows = r.model_knows;
+        violated = violated || r.verdict.kind == VerdictKind::kViolation;
+        buffer ? kept.push_back(r) : emit(i, r);
+        ++i;
+      }
+      target.end();
+      if (buffer && (violated || rep + 1 == s.repeat)) {
+        for (size_t i = 0; i < kept.size(); ++i) {
+          std::string& note = kept[i].expected.note;
+          if (kept[i].verdict.kind == VerdictKind::kViolation)
+            note = "repetition " + std::to_string(rep + 1) + " of " + std::to_string(s.repeat) +
+                   (note.empty() ? "" : "; ") + note;
+          emit(i, kept[i]);
+        }
+        break;
+      }
     }
-    target.end();
   }
   clear_in_flight();
   return stats;

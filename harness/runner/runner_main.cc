@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "harness/runner/crash_marker.h"
+#include "harness/runner/group.h"
 #include "harness/runner/runner.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
@@ -235,7 +236,7 @@ int cmd_run(const Args& a) {
   if (a.files.empty()) return usage("run needs scenario files");
   std::vector<LoadedScenario> all;
   std::string error;
-  if (!load_all(a.files, &all, &error)) {
+  if (!load_all(a.files, &all, &error) || !scale_repeats(scenario_ptrs(all), &error)) {
     report_error(error);
     return kExitError;
   }

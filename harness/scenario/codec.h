@@ -10,6 +10,19 @@
 //   create_gmem vm=0 size=0x200000 flags=MMAP|INIT_SHARED|WRITE
 //   pwrite gmem=0 offset=0x800 len=0x1000
 //
+// Version 2 adds concurrency (harness/scenario/scenario.h): a line
+// `repeat N` (after `requires`, before the ops) runs the scenario N times, and
+// an op line may start with `@T`, its thread (1..8; no prefix: thread 0, the
+// main sequence). Consecutive ops with a thread form a concurrent group of at
+// least two threads:
+//
+//   kconform-scenario 2
+//   ...
+//   repeat 50
+//   @1 pwrite gmem=0 offset=0 len=0x2000 pattern=3
+//   @2 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000
+//   load map=0 offset=0 len=0x1000
+//
 // '#' starts a comment; blank lines are ignored. Integers are decimal or 0x
 // hex, with an optional K/M/G suffix (x1024); flags are names or numbers
 // joined by '|'; enums a name or a number; slots the index of an earlier
@@ -19,9 +32,9 @@
 // decimal, others in hex); parse(format(s)) == s for every valid scenario.
 //
 // Binary form (what fuzzers mutate), one scenario a file:
-//   "KCSN" | version u8 | abi u8 | requires uleb | name_len uleb | name |
-//   n_ops uleb | n_ops x (code u8 | each argument: uleb, or for byte
-//   strings uleb length + bytes)
+//   "KCSN" | version u8 | abi u8 | requires uleb | [v2: repeat uleb] |
+//   name_len uleb | name | n_ops uleb | n_ops x (code u8 | [v2: thread u8] |
+//   each argument: uleb, or for byte strings uleb length + bytes)
 // Varints must be minimal and nothing may follow the last op, so
 // encode(decode(b)) == b for every b that decodes.
 #pragma once

@@ -68,12 +68,14 @@ std::vector<uint8_t> encode_binary(const Scenario& s) {
   out.push_back(s.version);
   out.push_back(static_cast<uint8_t>(s.abi));
   put_uleb(out, s.requires_caps);
+  if (s.version >= 2) put_uleb(out, s.repeat);
   put_uleb(out, s.name.size());
   out.insert(out.end(), s.name.begin(), s.name.end());
   put_uleb(out, s.ops.size());
   const AbiSpec& abi = abi_spec(s.abi);
   for (const Op& op : s.ops) {
     out.push_back(op.code);
+    if (s.version >= 2) out.push_back(op.thread);
     if (op.code >= abi.ops.size()) continue;
     const OpSpec& spec = abi.ops[op.code];
     for (size_t a = 0; a < spec.args.size(); ++a) {
@@ -103,7 +105,7 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
     return fail("not a binary scenario (magic KCSN missing)");
   uint8_t abi_byte;
   if (!r.u8(&s.version) || !r.u8(&abi_byte)) return fail("truncated header");
-  if (s.version != kScenarioVersion)
+  if (s.version < kScenarioVersionPlain || s.version > kScenarioVersion)
     return fail("field 'version': " + std::to_string(s.version) + " is not supported");
   s.abi = static_cast<Abi>(abi_byte);
   if (s.abi != Abi::kGmem && s.abi != Abi::kFfa) return fail("field 'abi': unknown ABI " + std::to_string(abi_byte));
@@ -111,6 +113,12 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
   if (!r.uleb(&v, &why)) return fail("field 'requires': " + why);
   if (v > 0xffffffffull) return fail("field 'requires': too large");
   s.requires_caps = static_cast<uint32_t>(v);
+  if (s.version >= 2) {
+    if (!r.uleb(&v, &why)) return fail("field 'repeat': " + why);
+    if (v < 1 || v > kMaxRepeat)
+      return fail("field 'repeat': " + std::to_string(v) + " is out of range 1.." + std::to_string(kMaxRepeat));
+    s.repeat = static_cast<uint32_t>(v);
+  }
   if (!r.uleb(&v, &why)) return fail("field 'name': " + why);
   if (v > kMaxNameBytes) return fail("field 'name': longer than 255 bytes");
   const uint8_t* name;
@@ -123,6 +131,7 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
   for (uint64_t i = 0; i < nops; ++i) {
     Op op;
     if (!r.u8(&op.code)) return fail("op " + std::to_string(i) + ": truncated");
+    if (s.version >= 2 && !r.u8(&op.thread)) return fail("op " + std::to_string(i) + " field 'thread': truncated");
     if (op.code >= abi.ops.size())
       return fail("op " + std::to_string(i) + ": unknown op code " + std::to_string(op.code));
     const OpSpec& spec = abi.ops[op.code];

@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadText{"", "no scenario"},
         BadText{"abi gmem\n", ":1: expected 'kconform-scenario 1'"},
-        BadText{"kconform-scenario 2\nabi gmem\nname x\n", "field 'version'"},
+        BadText{"kconform-scenario 3\nabi gmem\nname x\n", "field 'version'"},
         BadText{"kconform-scenario 1\nabi nope\n", "field 'abi'"},
         BadText{"kconform-scenario 1\nname x\ncreate_vm\n", "op before the 'abi' and 'name' lines"},
         BadText{"kconform-scenario 1\nabi gmem\ncreate_vm\n", ":3: op before the 'abi' and 'name' lines"},
@@ -227,6 +227,143 @@ TEST(BinaryCodec, EveryAcceptedMutationReencodesToTheSameBytes) {
     EXPECT_EQ(encode_binary(s), m);
   }
   EXPECT_GT(accepted, 100);
+}
+
+// --- Version 2: concurrent groups and repeat ---
+
+constexpr std::string_view kConcurrent =
+    "kconform-scenario 2\n"
+    "abi gmem\n"
+    "name gmem/concurrent/sample\n"
+    "requires gmem mmap write\n"
+    "repeat 50\n"
+    "create_vm\n"
+    "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED|WRITE\n"
+    "mmap gmem=0 offset=0 len=0x4000\n"
+    "@1 pwrite gmem=0 offset=0 len=0x2000 pattern=3\n"
+    "@2 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n"
+    "@1 store map=0 offset=0x3000 len=1 pattern=4\n"
+    "load map=0 offset=0 len=0x4000\n"
+    "fstat gmem=0\n";
+
+TEST(ConcurrentText, ParsesThreadsAndRepeat) {
+  auto all = parse_ok(kConcurrent);
+  ASSERT_EQ(all.size(), 1u);
+  const Scenario& s = all[0];
+  EXPECT_EQ(s.version, 2);
+  EXPECT_EQ(s.repeat, 50u);
+  ASSERT_EQ(s.ops.size(), 8u);
+  EXPECT_EQ(s.ops[2].thread, 0);
+  EXPECT_EQ(s.ops[3].thread, 1);
+  EXPECT_EQ(s.ops[4].thread, 2);
+  EXPECT_EQ(s.ops[5].thread, 1);
+  EXPECT_EQ(s.ops[6].thread, 0);
+  EXPECT_EQ(group_end(s, 3), 6u);
+  EXPECT_TRUE(uses_version2(s));
+}
+
+TEST(ConcurrentText, RoundTripsThroughBothForms) {
+  auto all = parse_ok(kConcurrent);
+  std::string canon = format_text(all[0]);
+  EXPECT_NE(canon.find("repeat 50\n"), std::string::npos) << canon;
+  EXPECT_NE(canon.find("@2 fallocate"), std::string::npos) << canon;
+  auto again = parse_ok(canon);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0], all[0]);
+  std::vector<uint8_t> bin = encode_binary(all[0]);
+  EXPECT_EQ(bin[4], 2);  // version byte
+  Scenario from_bin;
+  std::string error;
+  ASSERT_TRUE(decode_binary(bin, &from_bin, &error)) << error;
+  EXPECT_EQ(from_bin, all[0]);
+  EXPECT_EQ(encode_binary(from_bin), bin);
+}
+
+TEST(ConcurrentText, VersionOneFilesKeepTheirBytes) {
+  // A plain scenario stays version 1 in both forms.
+  auto all = parse_ok(kSample);
+  EXPECT_EQ(all[0].version, 1);
+  EXPECT_EQ(format_text(all[0]).rfind("kconform-scenario 1\n", 0), 0u);
+  std::vector<uint8_t> bin = encode_binary(all[0]);
+  EXPECT_EQ(bin[4], 1);
+  Scenario s;
+  s.name = "v";
+  EXPECT_EQ(encode_binary(s).size(), 10u);  // magic, ver, abi, req, len, 'v', nops: no repeat, no threads
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Concurrent, MalformedText,
+    ::testing::Values(
+        BadText{"kconform-scenario 1\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=1 flags=0\n"
+                "@1 close gmem=0\n@2 fstat gmem=0\n",
+                ":6: op 2 field 'thread': needs 'kconform-scenario 2'"},
+        BadText{"kconform-scenario 1\nabi gmem\nname x\nrepeat 5\n", ":4: field 'repeat': needs 'kconform-scenario 2'"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\nrepeat 0\n", ":4: field 'repeat': 0 is out of range 1..1000000"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\nrepeat lots\n", "field 'repeat': expected 'repeat <count>'"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\nrepeat 3\n", ":5: field 'repeat': must come once, before the ops"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=1 flags=0\n"
+                "@9 close gmem=0\n",
+                ":6: op 2 field 'thread': 9 is out of range 1..8"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\n@x close_vm vm=0\n",
+                ":5: op 1 field 'thread': cannot read '@x'"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\n@1\n", ":5: op 1: no op after '@1'"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=1 flags=0\n"
+                "@1 close gmem=0\n@1 fstat gmem=0\nfstat gmem=0\n",
+                ":8: op 2 (close) field 'thread': the concurrent group of ops 2..3 has only thread 1; "
+                "a group needs at least two threads"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=1 flags=0\n"
+                "@1 fstat gmem=0\n@1 fstat gmem=0\n",
+                ":1: scenario 'x': op 2 (fstat) field 'thread': the concurrent group of ops 2..3 has only thread 1"},
+        BadText{"kconform-scenario 2\nabi gmem\nname x\ncreate_vm\ncreate_gmem vm=0 size=1 flags=0\n"
+                "@1 mmap gmem=0 offset=0 len=1\n@2 fstat gmem=0\n",
+                "op 2 (mmap) field 'thread': mmap creates a map and cannot run in a concurrent group"}));
+
+TEST(ConcurrentBinary, RejectsBadThreadAndRepeatNamingTheField) {
+  auto all = parse_ok(kConcurrent);
+  std::string error;
+  Scenario s = all[0];
+  s.ops[3].thread = 9;
+  EXPECT_FALSE(decode_binary(encode_binary(s), &s, &error));
+  EXPECT_NE(error.find("op 3 (pwrite) field 'thread': 9 is out of range 1..8"), std::string::npos) << error;
+  s = all[0];
+  s.ops[4].thread = 1;  // the group has thread 1 only
+  EXPECT_FALSE(decode_binary(encode_binary(s), &s, &error));
+  EXPECT_NE(error.find("field 'thread': the concurrent group of ops 3..5 has only thread 1"), std::string::npos)
+      << error;
+  s = all[0];
+  s.repeat = 0;
+  EXPECT_FALSE(decode_binary(encode_binary(s), &s, &error));
+  EXPECT_NE(error.find("field 'repeat': 0 is out of range"), std::string::npos) << error;
+  s = all[0];
+  std::vector<uint8_t> bin = encode_binary(s);
+  bin[4] = 1;  // a version-1 header cannot carry threads: the layout no longer parses
+  EXPECT_FALSE(decode_binary(bin, &s, &error));
+}
+
+TEST(ConcurrentCodecs, RandomGroupsRoundTripThroughBothForms) {
+  std::mt19937_64 rng(4321);
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Scenario s = random_scenario(rng);
+    s.version = 2;
+    s.repeat = 1 + static_cast<uint32_t>(rng() % 3) * 50;
+    const AbiSpec& abi = abi_spec(s.abi);
+    for (Op& op : s.ops)
+      if (abi.ops[op.code].produces < 0 && rng() % 2) op.thread = static_cast<uint8_t>(1 + rng() % 3);
+    std::string error;
+    if (!validate(s, &error)) continue;  // a group of one thread
+    ++checked;
+    std::vector<uint8_t> bin = encode_binary(s);
+    Scenario from_bin;
+    ASSERT_TRUE(decode_binary(bin, &from_bin, &error)) << error;
+    EXPECT_EQ(from_bin, s);
+    std::string text = format_text(s);
+    std::vector<Scenario> from_text;
+    ASSERT_TRUE(parse_text(text, "r.kcs", &from_text, &error)) << error << "\n" << text;
+    ASSERT_EQ(from_text.size(), 1u);
+    EXPECT_EQ(from_text[0], s) << text;
+  }
+  EXPECT_GT(checked, 300);
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ class Parser {
     if (words[0] == "abi") return set_abi(words);
     if (words[0] == "name") return set_name(text);
     if (words[0] == "requires") return set_requires(words);
+    if (words[0] == "repeat") return set_repeat(words);
     return add_op(words);
   }
 
@@ -107,11 +108,13 @@ class Parser {
     uint64_t v;
     if (w.size() != 2 || !parse_u64(w[1], &v))
       return fail("field 'version': expected 'kconform-scenario <version>'");
-    if (v != kScenarioVersion)
-      return fail("field 'version': " + std::string(w[1]) + " is not supported (this build reads " +
+    if (v < kScenarioVersionPlain || v > kScenarioVersion)
+      return fail("field 'version': " + std::string(w[1]) + " is not supported (this build reads 1 to " +
                   std::to_string(kScenarioVersion) + ")");
     out_->emplace_back();
     cur_ = &out_->back();
+    cur_->version = static_cast<uint8_t>(v);
+    have_repeat_ = false;
     start_line_ = lineno_;
     have_abi_ = have_name_ = false;
     return true;
@@ -169,15 +172,38 @@ class Parser {
     return true;
   }
 
-  bool add_op(const std::vector<std::string_view>& w) {
+  bool set_repeat(const std::vector<std::string_view>& w) {
+    if (cur_->version < 2) return fail("field 'repeat': needs 'kconform-scenario 2'");
+    if (have_repeat_ || !cur_->ops.empty()) return fail("field 'repeat': must come once, before the ops");
+    uint64_t n;
+    if (w.size() != 2 || !parse_u64(w[1], &n)) return fail("field 'repeat': expected 'repeat <count>'");
+    if (n < 1 || n > kMaxRepeat)
+      return fail("field 'repeat': " + std::string(w[1]) + " is out of range 1.." + std::to_string(kMaxRepeat));
+    cur_->repeat = static_cast<uint32_t>(n);
+    have_repeat_ = true;
+    return true;
+  }
+
+  bool add_op(std::vector<std::string_view> w) {
     if (!have_abi_ || !have_name_) return fail("op before the 'abi' and 'name' lines");
     const AbiSpec& abi = abi_spec(cur_->abi);
     size_t index = cur_->ops.size();
+    uint64_t thread = 0;
+    if (w[0].front() == '@') {
+      std::string where = "op " + std::to_string(index) + " field 'thread': ";
+      if (cur_->version < 2) return fail(where + "needs 'kconform-scenario 2'");
+      if (!parse_u64(w[0].substr(1), &thread)) return fail(where + "cannot read '" + std::string(w[0]) + "'");
+      if (thread < 1 || thread > kMaxThreads)
+        return fail(where + std::string(w[0].substr(1)) + " is out of range 1.." + std::to_string(kMaxThreads));
+      w.erase(w.begin());
+      if (w.empty()) return fail("op " + std::to_string(index) + ": no op after '@" + std::to_string(thread) + "'");
+    }
     auto code = op_code_by_name(abi, w[0]);
     if (!code) return fail("op " + std::to_string(index) + ": unknown op '" + std::string(w[0]) + "'");
     const OpSpec& spec = abi.ops[*code];
     Op op;
     op.code = *code;
+    op.thread = static_cast<uint8_t>(thread);
     std::vector<bool> seen(spec.args.size(), false);
     for (size_t i = 1; i < w.size(); ++i) {
       size_t eq = w[i].find('=');
@@ -234,6 +260,10 @@ class Parser {
       op.args[a] = spec.args[a].dflt;
     }
     cur_->ops.push_back(op);
+    // A concurrent group is complete only after its last op: it is checked
+    // with the next op of thread 0 or when the scenario closes (the message
+    // names the op and field either way).
+    if (op.thread != 0) return true;
     std::string why;
     if (!validate(*cur_, &why)) return fail(why);
     return true;
@@ -244,7 +274,7 @@ class Parser {
   std::string* error_;
   Scenario* cur_ = nullptr;
   size_t lineno_ = 0, start_line_ = 0;
-  bool have_abi_ = false, have_name_ = false;
+  bool have_abi_ = false, have_name_ = false, have_repeat_ = false;
 };
 
 }  // namespace
@@ -281,7 +311,11 @@ std::string format_text(const Scenario& s) {
       if (s.requires_caps & (1u << cap.value)) out += " " + std::string(cap.name);
     out += "\n";
   }
-  for (size_t i = 0; i < s.ops.size(); ++i) out += format_op(s, i) + "\n";
+  if (s.version >= 2 && s.repeat != 1) out += "repeat " + std::to_string(s.repeat) + "\n";
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].thread != 0) out += "@" + std::to_string(s.ops[i].thread) + " ";
+    out += format_op(s, i) + "\n";
+  }
   return out;
 }
 

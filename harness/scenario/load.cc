@@ -17,9 +17,18 @@ bool validate(const Scenario& s, std::string* error) {
     *error = "op " + std::to_string(i) + " (" + op + ") field '" + field + "': " + msg;
     return false;
   };
-  if (s.version != kScenarioVersion) {
-    *error = "version " + std::to_string(s.version) + " is not supported (this build reads " +
+  if (s.version < kScenarioVersionPlain || s.version > kScenarioVersion) {
+    *error = "version " + std::to_string(s.version) + " is not supported (this build reads 1 to " +
              std::to_string(kScenarioVersion) + ")";
+    return false;
+  }
+  if (s.repeat < 1 || s.repeat > kMaxRepeat) {
+    *error = "field 'repeat': " + std::to_string(s.repeat) + " is out of range 1.." +
+             std::to_string(kMaxRepeat);
+    return false;
+  }
+  if (s.version < 2 && s.repeat != 1) {
+    *error = "field 'repeat': needs scenario version 2";
     return false;
   }
   if (s.abi != Abi::kGmem && s.abi != Abi::kFfa) {
@@ -72,6 +81,27 @@ bool validate(const Scenario& s, std::string* error) {
         if (s.blobs[next_blob].size() > kMaxBlobBytes)
           return fail(i, spec.name, arg.name, "byte string larger than 1 MiB");
         ++next_blob;
+      }
+    }
+    if (op.thread != 0) {
+      if (s.version < 2) return fail(i, spec.name, "thread", "needs scenario version 2");
+      if (op.thread > kMaxThreads)
+        return fail(i, spec.name, "thread",
+                    std::to_string(op.thread) + " is out of range 1.." + std::to_string(kMaxThreads));
+      if (spec.produces >= 0)
+        return fail(i, spec.name, "thread",
+                    std::string(spec.name) + " creates a " + abi.resources[spec.produces] +
+                        " and cannot run in a concurrent group (its slot would depend on timing)");
+      // The first op of a group checks the whole group: at least two threads.
+      if (i == 0 || s.ops[i - 1].thread == 0) {
+        size_t end = group_end(s, i);
+        bool two = false;
+        for (size_t k = i; k < end; ++k) two = two || s.ops[k].thread != op.thread;
+        if (!two)
+          return fail(i, spec.name, "thread",
+                      "the concurrent group of ops " + std::to_string(i) + ".." + std::to_string(end - 1) +
+                          " has only thread " + std::to_string(op.thread) +
+                          "; a group needs at least two threads");
       }
     }
     if (spec.produces >= 0) ++produced[spec.produces];

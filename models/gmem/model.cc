@@ -4,7 +4,9 @@
 
 #include <cerrno>
 
+#include "models/concurrent.h"
 #include "models/gmem/ops.h"
+#include "models/gmem/steps.h"
 
 namespace kconform::gmem {
 
@@ -50,11 +52,14 @@ constexpr OpHandlers kHandlers[] = {
 };
 static_assert(sizeof(kHandlers) / sizeof(kHandlers[0]) == kOpCount);
 
-class GmemModel final : public Model {
+class GmemModel final : public ConcurrentModel {
  public:
   explicit GmemModel(const Profile& profile) : profile_(profile) {}
 
-  void begin(const Scenario&) override { state_ = State{profile_, {}, {}, {}}; }
+  void begin(const Scenario&) override {
+    state_ = State{profile_, {}, {}, {}};
+    inflight_ = {};
+  }
 
   void expect(const Scenario& s, size_t i, Expectation& out) override {
     out.clear();
@@ -100,9 +105,25 @@ class GmemModel final : public Model {
     gmem::check_contents(state_, seen, out);
   }
 
+  // Concurrent groups (models/concurrent.h, steps.h).
+  std::unique_ptr<ConcurrentModel> clone() const override { return std::make_unique<GmemModel>(*this); }
+  void assign(const ConcurrentModel& other) override { *this = static_cast<const GmemModel&>(other); }
+  uint64_t state_digest() const override { return inflight_.digest(gmem::state_digest(state_)); }
+  size_t commit_begin(const Scenario& s, size_t i, const Outcome& observed) override {
+    Plan plan = s.ops[i].code < kOpCount ? plan_steps(state_, s.ops[i], observed) : Plan{};
+    if (plan.chunks.empty()) {
+      commit(s, i, observed);
+      return 0;
+    }
+    return inflight_.begin(state_, i, std::move(plan));
+  }
+  size_t commit_more(const Scenario&, size_t i) override { return inflight_.more(state_, i); }
+  RuleId linearizable_rule() const override { return kGmemConcurrentLinearizable; }
+
  private:
   Profile profile_;
   State state_;
+  InFlight inflight_;
 };
 
 }  // namespace

@@ -30,29 +30,28 @@ void on_fault(int sig, siginfo_t*, void*) {
   signal(sig, SIG_DFL);
 }
 
-// Installs on_fault for SIGBUS and SIGSEGV; restores the previous handlers.
-class ScopedFaultHandlers {
- public:
-  ScopedFaultHandlers() {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, &old_bus_);
-    sigaction(SIGSEGV, &sa, &old_segv_);
-  }
-  ~ScopedFaultHandlers() {
-    t_landing = nullptr;
-    sigaction(SIGBUS, &old_bus_, nullptr);
-    sigaction(SIGSEGV, &old_segv_, nullptr);
-  }
-  ScopedFaultHandlers(const ScopedFaultHandlers&) = delete;
-  ScopedFaultHandlers& operator=(const ScopedFaultHandlers&) = delete;
+}  // namespace
 
- private:
-  struct sigaction old_bus_, old_segv_;
-};
+// Installs on_fault for SIGBUS and SIGSEGV; restores the previous handlers.
+FaultHandlers::FaultHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &old_bus_);
+  sigaction(SIGSEGV, &sa, &old_segv_);
+}
+
+FaultHandlers::~FaultHandlers() {
+  t_landing = nullptr;
+  sigaction(SIGBUS, &old_bus_, nullptr);
+  sigaction(SIGSEGV, &old_segv_, nullptr);
+}
+
+namespace {
+
+using ScopedFaultHandlers = FaultHandlers;
 
 // Length of the chunk starting at address a: up to the next page boundary.
 size_t chunk_len(uintptr_t a, size_t left, size_t page_size) {

@@ -3,10 +3,28 @@
 // and the previous ones restored; a process survives any number of faults.
 #pragma once
 
+#include <signal.h>
+
 #include <cstddef>
 #include <cstdint>
 
 namespace kconform::host_gmem {
+
+// Installs the handlers the guarded accesses use and restores the previous
+// ones when it goes. Each access installs them for its own duration; while
+// accesses run in several threads at once (HostGmemTarget::exec_group), one
+// of these held around them keeps a thread's restore from removing the
+// handler another thread's access needs.
+class FaultHandlers {
+ public:
+  FaultHandlers();
+  ~FaultHandlers();
+  FaultHandlers(const FaultHandlers&) = delete;
+  FaultHandlers& operator=(const FaultHandlers&) = delete;
+
+ private:
+  struct sigaction old_bus_, old_segv_;
+};
 
 // Reads [p, p+len) page by page (page-aligned chunks in ascending address
 // order) and folds the bytes into an FNV-1a digest. Returns 0 and sets

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <thread>
 
 #include "harness/scenario/gmem_abi.h"
 #include "targets/host_gmem/buffers.h"
@@ -68,9 +70,14 @@ void HostGmemTarget::end() {
   times_.clear();
 }
 
-int HostGmemTarget::vm_fd(uint64_t slot) const { return slot < vms_.size() ? vms_[slot] : -1; }
+// Slots are read and closed atomically: in a concurrent group one thread may
+// close a file while another uses it (groups create nothing, so the vectors
+// keep their size).
+int HostGmemTarget::vm_fd(uint64_t slot) const {
+  return slot < vms_.size() ? __atomic_load_n(&vms_[slot], __ATOMIC_RELAXED) : -1;
+}
 int HostGmemTarget::gmem_fd(uint64_t slot) const {
-  return slot < gmems_.size() ? gmems_[slot] : -1;
+  return slot < gmems_.size() ? __atomic_load_n(&gmems_[slot], __ATOMIC_RELAXED) : -1;
 }
 HostGmemTarget::Mapping* HostGmemTarget::map_slot(uint64_t slot) {
   if (slot >= maps_.size() || maps_[slot].addr == nullptr) return nullptr;
@@ -125,6 +132,54 @@ Outcome HostGmemTarget::exec(const Scenario& s, size_t i) {
   }
 }
 
+namespace {
+
+// splitmix64: the jitter of one thread of one run.
+uint64_t next_random(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void spin(uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    asm volatile("" ::: "memory");
+#endif
+  }
+}
+
+}  // namespace
+
+void HostGmemTarget::exec_group(const Scenario& s, size_t first, size_t last, uint64_t seed, Outcome* out) {
+  std::vector<uint8_t> ids;
+  for (size_t i = first; i < last; ++i)
+    if (std::find(ids.begin(), ids.end(), s.ops[i].thread) == ids.end()) ids.push_back(s.ops[i].thread);
+  if (!gmem_abi_ || ids.size() < 2) return Target::exec_group(s, first, last, seed, out);
+  FaultHandlers held;  // for the whole group (fault_guard.h)
+  std::atomic<size_t> ready{0};
+  std::atomic<bool> go{false};
+  auto body = [&](uint8_t id) {
+    uint64_t rng = seed ^ (0xd1b54a32d192ed03ull * id);
+    ready.fetch_add(1);
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    for (size_t i = first; i < last; ++i) {
+      if (s.ops[i].thread != id) continue;
+      spin(next_random(rng) % 4096);  // up to a few microseconds
+      out[i - first] = exec(s, i);
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(ids.size());
+  for (uint8_t id : ids) threads.emplace_back(body, id);
+  while (ready.load() < ids.size()) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (std::thread& t : threads) t.join();
+}
+
 // create_vm type
 Outcome HostGmemTarget::op_create_vm(const uint64_t* a) {
   int fd = ioctl(kvm_fd_, KVM_CREATE_VM, static_cast<unsigned long>(a[0]));
@@ -152,9 +207,9 @@ Outcome HostGmemTarget::op_create_gmem(const uint64_t* a) {
 
 // close gmem / close_vm vm: the slot is dead afterwards whatever close says.
 Outcome HostGmemTarget::op_close(std::vector<int>& slots, uint64_t slot) {
-  int fd = slot < slots.size() ? slots[slot] : -1;
+  int fd = slot < slots.size() ? __atomic_load_n(&slots[slot], __ATOMIC_RELAXED) : -1;
   Outcome o = result(close(fd));
-  if (slot < slots.size()) slots[slot] = -1;
+  if (slot < slots.size()) __atomic_store_n(&slots[slot], -1, __ATOMIC_RELAXED);
   return o;
 }
 

@@ -30,6 +30,9 @@ class HostGmemTarget : public Target {
   Outcome exec(const Scenario& s, size_t i) override;
   // Re-reads every page the scenario can read (SPEC.md HARNESS:OBSERVE).
   bool observe(const Scenario& s, size_t i, Contents* out) override;
+  // One std::thread per thread number of the group, started together
+  // (a barrier), each waiting a seed-chosen spin before each of its ops.
+  void exec_group(const Scenario& s, size_t first, size_t last, uint64_t seed, Outcome* out) override;
   void end() override;
 
  private:

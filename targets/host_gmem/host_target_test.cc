@@ -535,6 +535,40 @@ TEST_F(HostTarget, ThousandsOfScenariosLeakNothing) {
   EXPECT_LT(vm_size_kib(), vm_kib + 16 * 1024) << "VmSize grew from " << vm_kib << " KiB";
 }
 
+// A concurrent group: each thread's ops in order, the threads at once, every
+// op's outcome reported in its place; faults in two threads at once are
+// caught, and the process's own SIGBUS/SIGSEGV handlers are back afterwards.
+TEST_F(HostTarget, ExecGroupRunsThreadsAndReportsEveryOutcome) {
+  NEED(kCapGmem | kCapMmap | kCapInitShared);
+  Builder b;
+  b.op(kCreateVm, {})
+      .op(kCreateGmem, {0, 4 * 4096, kFlagMmap | kFlagInitShared})
+      .op(kMmap, {0, 0, 8 * 4096});                     // 2: four pages past EOF
+  b.op(kStore, {0, 0, 1, 7}).op(kLoad, {0, 2 * 4096, 4096}).op(kStore, {0, 5 * 4096, 1, 7});
+  b.op(kFallocate, {0, kFallocKeepSize | kFallocPunchHole, 4096, 4096}).op(kLoad, {0, 6 * 4096, 1})
+      .op(kFstat, {0});
+  for (size_t i = 3; i < 6; ++i) b.s.ops[i].thread = 1;
+  for (size_t i = 6; i < 9; ++i) b.s.ops[i].thread = 2;
+  b.s.version = 2;
+  struct sigaction before{}, after{};
+  sigaction(SIGBUS, nullptr, &before);
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    target_->begin(b.s);
+    for (size_t i = 0; i < 3; ++i) ASSERT_EQ(target_->exec(b.s, i), Outcome::ok(0)) << i;
+    Outcome out[6];
+    target_->exec_group(b.s, 3, 9, seed, out);
+    EXPECT_OUTCOME(out[0], Outcome::ok(0));
+    EXPECT_OUTCOME(out[1], Outcome::ok(0, zero_digest(4096)));
+    EXPECT_OUTCOME(out[2], Outcome::sig(SIGBUS));
+    EXPECT_OUTCOME(out[3], Outcome::ok(0));
+    EXPECT_OUTCOME(out[4], Outcome::sig(SIGBUS));
+    EXPECT_OUTCOME(out[5], Outcome::ok(0, 4 * 4096));
+    target_->end();
+  }
+  sigaction(SIGBUS, nullptr, &after);
+  EXPECT_EQ(reinterpret_cast<void*>(before.sa_sigaction), reinterpret_cast<void*>(after.sa_sigaction));
+}
+
 // The write source buffer's readable part ends exactly at byte src_valid.
 TEST(HostBuffers, SourceBoundaryFallsAtSrcValid) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -219,19 +219,36 @@ int run() {
       ++scenarios;
       kmsg("begin s=" + std::to_string(s) + " " + sc.name);
       out.send({{"t", "begin"}, {"s", s}, {"name", sc.name}});
-      target.begin(sc);
+      // `repeat N`: N runs, their op frames one after the other (the host's
+      // replay serves them run by run); a concurrent group runs through
+      // exec_group with the jitter seed the host runner uses (jitter_seed).
+      // After an op that can change data, and after the last op, the pages
+      // are re-read ("c"); a group's ops are judged together, without.
       const std::vector<PatternHint> hints = host_gmem::pattern_hints(sc);
       Contents seen;
-      for (size_t i = 0; i < sc.ops.size(); ++i) {
-        Outcome o = target.exec(sc, i);
-        ++ops;
-        json rec{{"t", "op"}, {"s", s}, {"i", i}, {"k", static_cast<int>(o.kind)}, {"v", o.value}, {"a", o.aux}};
-        const bool reread = i + 1 == sc.ops.size() || (i < sc.ops.size() && gmem::changes_data(sc.ops[i].code));
-        if (reread && target.observe(sc, i, &seen))
-          rec["c"] = encode_contents(seen, hints, h.profile.page_size);
-        out.send(rec);
+      for (uint32_t rep = 0; rep < sc.repeat; ++rep) {
+        target.begin(sc);
+        for (size_t i = 0; i < sc.ops.size();) {
+          const bool in_group = sc.ops[i].thread != 0;
+          size_t end = in_group ? group_end(sc, i) : i + 1;
+          std::vector<Outcome> got(end - i);
+          if (in_group) {
+            target.exec_group(sc, i, end, jitter_seed(sc, rep), got.data());
+          } else {
+            got[0] = target.exec(sc, i);
+          }
+          for (const Outcome& o : got) {
+            ++ops;
+            json rec{{"t", "op"}, {"s", s}, {"i", i}, {"k", static_cast<int>(o.kind)}, {"v", o.value}, {"a", o.aux}};
+            const bool reread = !in_group && (i + 1 == sc.ops.size() || gmem::changes_data(sc.ops[i].code));
+            if (reread && target.observe(sc, i, &seen))
+              rec["c"] = encode_contents(seen, hints, h.profile.page_size);
+            out.send(rec);
+            ++i;
+          }
+        }
+        target.end();
       }
-      target.end();
       out.send({{"t", "end"}, {"s", s}});
     }
   }

@@ -9,7 +9,9 @@ from an empty corpus to find a RECLAIM2 mutant (selftest/mutant_ttf.py);
 `--only qemu`, boot to the first observed op and scenarios per second inside the
 guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 
-Selectors (`--only a,b`): el2, gmem, gen (the default set), mutant-ttf and qemu.
+Selectors (`--only a,b`): el2, gmem, linearize (the interleaving search that judges
+concurrent groups, harness/runner/linearize.h: interleavings explored per second), gen
+(the default set), mutant-ttf and qemu.
 """
 
 from __future__ import annotations
@@ -39,17 +41,19 @@ from kconform.selftest.write import REFERENCE as WRITE_PATCH
 from kconform.sources import debian_kernels, kernel_build
 from kconform.targets.qemu.guest import ensure_tools, run_guest
 
-SELECTORS = ("el2", "gmem", "gen", "mutant-ttf", "qemu")
-DEFAULT_SELECTORS = ("el2", "gmem", "gen")
+SELECTORS = ("el2", "gmem", "linearize", "gen", "mutant-ttf", "qemu")
+DEFAULT_SELECTORS = ("el2", "gmem", "linearize", "gen")
 
 
-def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None) -> dict:
-    """Runs one Google Benchmark binary; returns the median aggregate's counters."""
+def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None, only: str | None = None) -> dict:
+    """Runs one Google Benchmark binary (its benchmarks matching the regex only, if given);
+    returns the first median aggregate's counters."""
     env = dict(os.environ)
     if corpus:
         env["KCONFORM_BENCH_CORPUS"] = ":".join(str(c) for c in corpus)
     r = subprocess.run([str(binary), f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
-                        "--benchmark_format=json", "--benchmark_min_time=1"],
+                        "--benchmark_format=json", "--benchmark_min_time=1"]
+                       + ([f"--benchmark_filter={only}"] if only else []),
                        capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode != 0:
         raise ToolError(f"{binary.name} failed: {r.stderr.strip()[-1000:]}")
@@ -72,7 +76,7 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
     if bad:
         raise ToolError(f"flag --only: no benchmark {', '.join(sorted(bad))} (known: {', '.join(SELECTORS)})")
     rows = []
-    if sel & {"el2", "gmem"}:
+    if sel & {"el2", "gmem", "linearize"}:
         deps.ensure(["bench"], log)
     # The EL2 differential, plain and ASan+UBSan.
     for preset, label in (("default", "plain"), ("asan", "ASan+UBSan")) if "el2" in sel else ():
@@ -90,6 +94,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
             rows.append(_row(name, None, "scenario executions/s/core", "", f"EL2 target unavailable: {str(e)[:200]}"))
     if "gmem" in sel:
         rows.append(_gmem_row(reps, log))
+    if "linearize" in sel:
+        rows.append(_linearize_row(reps, log))
     if "gen" in sel:
         rows.append(_gen_row(reps, log))
     if "mutant-ttf" in sel:
@@ -143,12 +149,24 @@ def _gmem_row(reps: int, log) -> dict:
     name = "guest_memfd scenarios on the host kernel"
     build_preset("default", targets=["kconform-bench"], log=log)
     try:
-        m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench", reps)
+        m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench", reps, only="BM_HostGmemScenarios")
         return _row(name, round(m["items_per_second"], 1), "scenarios/s",
                     f"corpora/gmem + corpora/z3/gmem runnable here ({int(m['scenarios'])} scenarios, "
                     f"{m['ops_per_s']:.0f} ops/s), {reps} repetitions")
     except ToolError as e:
         return _row(name, None, "scenarios/s", "", f"host target unavailable: {str(e)[:200]}")
+
+
+def _linearize_row(reps: int, log) -> dict:
+    """The linearizability checker alone (bench_main.cc BM_LinearizeSearch)."""
+    name = "linearizability check of a concurrent group"
+    build_preset("default", targets=["kconform-bench"], log=log)
+    m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench", reps, only="BM_LinearizeSearch")
+    return _row(name, round(m["items_per_second"]), "interleavings/s",
+                f"harness/runner/linearize.h on a history no interleaving explains (3 threads: four 3-page "
+                f"pwrites, two 2-page punches; then a load), searched in full: "
+                f"{m['interleavings_per_search']:.0f} complete interleavings and {m['states_per_s']:.0f} "
+                f"search states/s (memoised); {reps} repetitions")
 
 
 def _gen_row(reps: int, log) -> dict:

@@ -36,19 +36,20 @@ FORMAT = 1
 #   crash          a fatal signal in the code under test (CRASH.SIGNAL)
 #   hang           a booted guest stopped answering (QEMU.HANG, QEMU.BOOT-TIMEOUT)
 #   guest-panic    a booted guest crashed: panic, oops, early exit, agent error (QEMU.*)
-#   guest-warning  a kernel warning in a booted guest (QEMU.WARNING)
+#   guest-warning  a kernel warning or lockdep report in a booted guest (QEMU.WARNING, QEMU.LOCKDEP)
+#   (a KASAN/KFENCE/UBSAN report in a booted guest, QEMU.KASAN, is a sanitizer finding)
 KINDS = ("violation", "invariant", "sanitizer", "crash", "hang", "guest-panic", "guest-warning")
 _TAG = re.compile(r"\[([^\[\]]+)\]\s*$")
 
 
 def finding_kind(rule: str, expected: list[str], note: str) -> str:
-    if rule == "CRASH.SANITIZER":
+    if rule in ("CRASH.SANITIZER", "QEMU.KASAN"):
         return "sanitizer"
     if rule.startswith("CRASH."):
         return "crash"
     if rule in ("QEMU.HANG", "QEMU.BOOT-TIMEOUT"):
         return "hang"
-    if rule == "QEMU.WARNING":
+    if rule in ("QEMU.WARNING", "QEMU.LOCKDEP"):
         return "guest-warning"
     if rule.startswith("QEMU."):
         return "guest-panic"

@@ -55,16 +55,27 @@ class Boot:
     gaps: int
 
 
+# First match wins, line by line. A KASAN/KFENCE/UBSAN report or a lockdep splat does not
+# stop the kernel (the guest goes on and the agent finishes): each is a finding of its own
+# (QEMU.KASAN, QEMU.LOCKDEP; replay.py), as a kernel warning is (QEMU.WARNING).
 CONSOLE_PATTERNS = (
     ("panic", re.compile(r"Kernel panic - not syncing[^\n]*")),
+    ("kasan", re.compile(r"(?:BUG: KASAN: [^\n]*|BUG: KFENCE: [^\n]*|UBSAN: [^\n]*)")),
+    ("lockdep", re.compile(r"WARNING: (?:possible circular locking dependency detected|possible recursive "
+                           r"locking detected|inconsistent lock state|suspicious RCU usage|bad unlock balance "
+                           r"detected!|held lock freed!|lock held when returning to user space!|possible irq lock "
+                           r"inversion dependency detected|.*-safe -> .*-unsafe lock order detected|"
+                           r"Nested lock was not taken|lock held at task exit time!)[^\n]*")),
     ("oops", re.compile(r"(?:BUG: [^\n]*|Oops: [^\n]*|general protection fault[^\n]*)")),
     ("warning", re.compile(r"WARNING: CPU: [^\n]*")),
 )
+# Console events that are findings while the guest runs on (the others end the boot).
+NONFATAL_KINDS = ("warning", "kasan", "lockdep")
 
 
 def console_events(text: str) -> list[tuple[str, str, int | None]]:
     """(kind, line, scenario in flight per the agent's kmsg markers) for every panic,
-    oops or kernel warning on the console."""
+    oops, sanitizer report (kasan), lockdep report or kernel warning on the console."""
     events = []
     in_flight = None
     for line in text.splitlines():

@@ -19,7 +19,7 @@ from kconform.core.paths import build_dir, cache_dir
 from kconform.engine.runner import Engine
 from kconform.sources import debian_kernels
 from kconform.sources.kernel_image import Kernel, user_kernel
-from kconform.targets.qemu.boot import QEMU, Log, boot_once, console_events
+from kconform.targets.qemu.boot import NONFATAL_KINDS, QEMU, Log, boot_once, console_events
 from kconform.targets.qemu.initramfs import build_initramfs
 
 MAX_BOOTS = 8             # resumes after crashes before giving up
@@ -109,7 +109,7 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
         boot = boot_once(kernel, initrd, work, accel, start_from, log, on_record, on_tick=on_tick)
         boots.append(boot)
         text = boot.console.read_text(errors="replace")
-        warnings += [(line, s) for kind, line, s in console_events(text) if kind == "warning"]
+        warnings += [(kind, line, s) for kind, line, s in console_events(text) if kind in NONFATAL_KINDS]
         for rec in boot.records:
             if rec.get("t") == "done":
                 agent_seconds += rec["seconds"]

@@ -55,15 +55,32 @@ def replay_guest(engine: Engine, files: list[str], g: GuestRun, raw_out: Path, l
             call=f"op {c.op} in flight" if c.op is not None else "after the scenario",
             expected=["the guest runs the scenario to its end"], observed=c.detail,
             note=f"console log: {c.console}"))
-    for line, s in g.warnings:
+    run.findings += console_findings(g.warnings, where, run.name, run.release, str(work))
+    return run
+
+
+# A report on the console that does not stop the guest, by console_events kind.
+CONSOLE_RULES = {
+    "warning": ("QEMU.WARNING", "no kernel warning"),
+    "kasan": ("QEMU.KASAN", "no KASAN, KFENCE or UBSAN report"),
+    "lockdep": ("QEMU.LOCKDEP", "no lockdep report"),
+}
+
+
+def console_findings(events: list, where: list, target: str, release: str, work: str) -> list[Finding]:
+    """A finding for each (kind, line, scenario in flight) of a kernel warning, sanitizer
+    report or lockdep report on the console, at the scenario that was running."""
+    out = []
+    for kind, line, s in events:
         if s is None:
             continue
         file, index, name = where[s]
-        run.findings.append(Finding(
-            rule="QEMU.WARNING", target=run.name, release=run.release, scenario=name, file=file,
-            index=index, op=-1, call="during the scenario", expected=["no kernel warning"],
-            observed=line, note="console log in " + str(work)))
-    return run
+        rule, expected = CONSOLE_RULES[kind]
+        out.append(Finding(
+            rule=rule, target=target, release=release, scenario=name, file=file,
+            index=index, op=-1, call="during the scenario", expected=[expected],
+            observed=line, note="console log in " + work))
+    return out
 
 
 def scenario_locations(engine: Engine, files: list[str]) -> list[tuple[str, int, str]]:
