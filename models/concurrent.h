@@ -25,6 +25,13 @@ class ConcurrentModel : public Model {
   virtual void assign(const ConcurrentModel& other) = 0;
   // Equal states (ops in flight included) give equal digests.
   virtual uint64_t state_digest() const = 0;
+  // Whether op i may take its first step now: false while an op in flight
+  // excludes it (the ABI serialises the two as wholes). The search then tries
+  // it later, after that op's remaining steps.
+  virtual bool may_begin(const Scenario& s, size_t i) const {
+    (void)s, (void)i;
+    return true;
+  }
   // Applies the first atomic step of op i, which had outcome observed (one
   // expect() allowed in the current state), and returns how many steps of it
   // remain. 0: the op is done (commit_begin is then the same as commit()).

@@ -144,6 +144,8 @@ class Search {
       if (pos_[t] == threads_[t].size()) continue;
       size_t op = threads_[t][pos_[t]];
       if (dirty) m.assign(*snapshot);
+      dirty = false;
+      if (!m.may_begin(s_, op)) continue;  // excluded until an op in flight finishes
       m.expect(s_, op, exp_[k(op)]);
       if (judge(exp_[k(op)], observed_[k(op)]).kind != VerdictKind::kPass) {
         failed.push_back(op);

@@ -147,6 +147,31 @@ TEST(Linearize, WriteOrderedAfterPunchReadingZeroIsAViolation) {
       << bad.results[3].expected.note;
 }
 
+// A write and a punch of the same pages exclude each other (SPEC.md
+// CONCURRENT:STEPS): afterwards both pages hold the write's bytes (punch
+// first) or neither does (write first); one of each is a write split by the
+// punch, which only a kernel that does not serialise them produces.
+const char* kWriteVsPunch =
+    "@1 pwrite gmem=0 offset=0 len=0x2000 pattern=6\n"
+    "@2 fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x2000\n"
+    "load map=0 offset=0 len=0x1000\n"
+    "load map=0 offset=0x1000 len=0x1000\n";
+
+TEST(Linearize, AWriteAndAPunchOfTheSameFileDoNotInterleave) {
+  Scenario s = parse(kWriteVsPunch);
+  auto run = [&](const std::vector<uint8_t>& page0, const std::vector<uint8_t>& page1) {
+    return judge_from_3(s, {Outcome::ok(0x2000), Outcome::ok(0), Outcome::ok(0, digest(page0)),
+                            Outcome::ok(0, digest(page1))});
+  };
+  EXPECT_TRUE(run(pattern(6, 0), pattern(6, P)).ok);  // punch, then write
+  EXPECT_TRUE(run(zeros(), zeros()).ok);              // write, then punch
+  History split = run(zeros(), pattern(6, P));        // page 0 written and punched, page 1 after
+  EXPECT_FALSE(split.ok);
+  EXPECT_TRUE(blames_linearizable(split.results[2]) || blames_linearizable(split.results[3]))
+      << split.results[2].expected.note;
+  // Writes among themselves stay per page (WritesInterleavedPerPagePass).
+}
+
 // An op's own outcome must be one the model allows at some point: a write
 // cannot return EBADF while its file stays open throughout.
 TEST(Linearize, AnOutcomeNoInterleavingAllowsIsAViolationOfThatOp) {

@@ -118,6 +118,14 @@ class GmemModel final : public ConcurrentModel {
     return inflight_.begin(state_, i, std::move(plan));
   }
   size_t commit_more(const Scenario&, size_t i) override { return inflight_.more(state_, i); }
+  // A write and a PUNCH_HOLE of the same file exclude each other (CONCURRENT:STEPS).
+  bool may_begin(const Scenario& s, size_t i) const override {
+    const Op& op = s.ops[i];
+    const bool write = op.code == kWrite || op.code == kPwrite || op.code == kPwritev;
+    const bool punch = op.code == kFallocate && op.args[1] == (kFallocKeepSize | kFallocPunchHole);
+    if (!write && !punch) return true;
+    return !inflight_.excludes(op.args[0], punch);
+  }
   RuleId linearizable_rule() const override { return kGmemConcurrentLinearizable; }
 
  private:

@@ -127,6 +127,14 @@ size_t InFlight::more(State& st, size_t op) {
   return left;
 }
 
+bool InFlight::excludes(uint64_t file, bool punch) const {
+  for (const auto& [op, s] : ops_) {
+    const Chunk& c = s.plan.chunks.front();
+    if (c.file == file && c.punch != punch) return true;
+  }
+  return false;
+}
+
 uint64_t InFlight::digest(uint64_t h) const {
   for (const auto& [op, s] : ops_) h = mix(mix(h, op), s.next);
   return h;

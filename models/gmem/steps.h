@@ -44,6 +44,10 @@ class InFlight {
   size_t more(State& st, size_t op);
   uint64_t digest(uint64_t h) const;
   bool empty() const { return ops_.empty(); }
+  // Whether an op in flight excludes a plan for file `file` that punches
+  // (punch) or writes (!punch): a write and a hole punch of the same file
+  // exclude each other as wholes (SPEC.md CONCURRENT:STEPS).
+  bool excludes(uint64_t file, bool punch) const;
 
  private:
   struct Started {
