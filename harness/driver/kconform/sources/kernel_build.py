@@ -544,7 +544,7 @@ def _copy_out(built: Path, img_dir: Path, stamp: dict) -> None:
 
 def _built(image: Path, source: str, stamp: dict) -> Kernel:
     k = user_kernel(image)
-    return Kernel(image=k.image, release=k.release, modules=(), source=source, stamp=stamp)
+    return Kernel(image=k.image, release=k.release, modules=(), source=source, stamp=stamp, vcpus=2)
 
 
 def built_images(cache: Path | None = None) -> list[dict]:

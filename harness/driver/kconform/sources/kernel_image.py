@@ -24,6 +24,12 @@ class Kernel:
     modules: tuple[Path, ...]    # .ko or .ko.xz in load order; empty: KVM is built in
     source: str                  # "debian:7.3" or the user's path
     stamp: dict = dataclasses.field(default_factory=dict)
+    # vCPUs to boot it with: 2 for the kernels we build (targets/qemu/kernel.config has
+    # CONFIG_SMP, so concurrent groups race on two CPUs); 1 for packaged and user kernels,
+    # whose boot under TCG with two vCPUs is not reliable (Debian's 7.3 oopsed on an int3
+    # while live-patching its own text: a cross-modifying-code hazard of multi-threaded
+    # TCG, not the code under test).
+    vcpus: int = 1
 
     def key(self) -> str:
         """What identifies this kernel's content (for the initramfs cache key)."""

@@ -117,15 +117,10 @@ class QemuProcess:
         self.proc.end(grace=0)  # SIGKILL to its group: nothing of a guest is worth keeping
 
 
-# Two vCPUs: concurrent groups (corpora/gmem/concurrent.kcs) race on real parallel
-# CPUs (TCG runs each vCPU in its own thread); the built kernel has CONFIG_SMP.
-SMP = 2
-
-
 def qemu_command(kernel: Kernel, initrd: Path, frames: Path, accel: str,
                  start_from: int, memory_mb: int = 1024) -> list[str]:
     cmd = [QEMU, "-accel", accel, "-cpu", CPU if accel == "tcg" else "host", "-m", str(memory_mb),
-           "-smp", str(SMP), "-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
+           "-smp", str(kernel.vcpus), "-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
            "-serial", "stdio", "-serial", f"file:{frames}",
            "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
            "-kernel", str(kernel.image), "-initrd", str(initrd),
