@@ -255,9 +255,18 @@ void FaultyTarget::count_fired() {
 bool FaultyTarget::observe(const Scenario& s, size_t i, Contents* out) {
   if (!inner_->observe(s, i, out)) return false;
   if (spec_.kind != Kind::kWrongPage || !code_ || i >= s.ops.size() || s.ops[i].code != *code_) return true;
-  if (out->pages.empty() || out->pages[0].bytes.empty()) return true;
+  // Eligible: a re-read of an observable file with at least one page. With no
+  // page in memory the lie makes its first page appear, holding one byte of 1.
+  const FileContent* file = nullptr;
+  for (const FileContent& f : out->files)
+    if (f.observable && f.page_count != 0 && !file) file = &f;
+  if (!file) return true;
   ++seen_;
   if (spec_.nth != 0 && seen_ != spec_.nth) return true;
+  if (out->pages.empty()) {
+    uint64_t page_size = static_cast<uint64_t>(page_);
+    out->pages.push_back({file->slot, file->first_page, std::vector<uint8_t>(page_size, 0)});
+  }
   out->pages[0].bytes[0] ^= 1;
   count_fired();
   return true;

@@ -20,7 +20,9 @@
 //                        digest; fstat: st_size)
 //         wrong-page     (gmem) the pages re-read after the op (the content
 //                        oracle, models/common/contents.h) lie: bit 0 of the
-//                        first byte of the first page in memory is flipped
+//                        first byte of the first page in memory is flipped; with
+//                        no page in memory, the first observed page appears
+//                        holding one byte of 1
 //         wrong-count    (gmem) an ok result's count or offset is off by one
 //                        page (minus one page, or plus one page when it is
 //                        below a page; the page is the inner identity's
@@ -41,7 +43,7 @@
 //   gmem  wrong-errno, succeed, fail: every op; wrong-content: load, fstat
 //         (the ops whose result carries content); wrong-page: create_gmem,
 //         write, pwrite, pwritev, store, fallocate (the ops after which pages
-//         are re-read; eligible: a re-read with a page in memory); wrong-count:
+//         are re-read; eligible: a re-read of a file with a page to look at); wrong-count:
 //         write, pwrite, pwritev, read, pread, lseek (the ops that return a
 //         count or offset)
 //   ffa   wrong-errno, succeed, fail, wrong-reg, wrong-state: every op that is
