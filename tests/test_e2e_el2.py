@@ -43,3 +43,34 @@ def test_reference_reclaim2_patch_passes_every_reclaim2_rule(tmp_path):
         assert not run["findings"], run["findings"]
         exercised = [r for r in r2 if r["status"] != "not exercised"]
         assert len(exercised) >= len(r2) - 2, [r["id"] for r in r2 if r["status"] == "not exercised"]
+
+
+def test_a_looping_handler_is_a_hang_finding_and_the_run_goes_on(tmp_path):
+    """A test-only mutant of 7.3's ffa.c whose FFA_MEM_RECLAIM never returns: the
+    runner's watchdog makes each a CRASH.HANG finding at that op, every scenario
+    still runs (as many ops as the stock handler's run), in every report form."""
+    patch = REPO / "tests" / "data" / "el2-reclaim-spins.patch"
+    smoke = REPO / "corpora" / "ffa" / "smoke.kcs"
+    code, doc = run_json(tmp_path, "--apply", str(patch), "--page-size", "4K", "--watchdog", "0.5", str(smoke))
+    assert code == 1
+    (run,) = doc["runs"]
+    hangs = [f for f in run["findings"] if f["rule"] == "CRASH.HANG"]
+    # every smoke scenario stock 7.3 runs at 4K (not the RECLAIM2 ones) with an
+    # FFA_MEM_RECLAIM, at its first one
+    texts = smoke.read_text().split("kconform-scenario 1\n")[1:]
+    want = set()
+    for t in texts:
+        name = next(l.split()[1] for l in t.splitlines() if l.startswith("name "))
+        ops = [l for l in t.splitlines() if l and not l.startswith(("#", "abi ", "name ", "requires "))]
+        first = next((i for i, l in enumerate(ops) if l.split()[0] == "mem_reclaim"), None)
+        if "requires page_4k\n" in t and first is not None:
+            want.add((name, first))
+    assert want and {(f["scenario"], f["op"]) for f in hangs} == want
+    assert all(f["kind"] == "hang" and f["call"].startswith("mem_reclaim ") for f in hangs)
+    assert run["summary"]["crashes"] == len(want)
+    assert sum(run["counts"].values()) == run["summary"]["ops"] == sum(
+        len([l for l in t.splitlines() if l and not l.startswith(("#", "abi ", "name ", "requires "))])
+        for t in texts)
+    report = next((tmp_path / "reports").iterdir())
+    assert "not ok" in (report / "report.ktap").read_text() and "CRASH.HANG" in (report / "report.ktap").read_text()
+    assert 'type="hang"' in (report / "report.junit.xml").read_text()
