@@ -12,6 +12,7 @@ pytestmark = pytest.mark.network  # the first run downloads Debian's linux-sourc
 
 
 def run_json(tmp_path, *extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "report.json"
     r = kconform("run", "--target", "el2", "--format", "json", "--output", str(out),
                  "--report-dir", str(tmp_path / "reports"), *extra, timeout=1800)
@@ -30,6 +31,20 @@ def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
         # Stock 7.3 does not implement RECLAIM2: the suite must say so.
         assert any(f["rule"] == "FFA.R2.NOT_IMPLEMENTED" for f in run["findings"])
     assert code == 0
+
+
+def test_asan_runs_every_op_of_the_plain_run(tmp_path):
+    """Issue 13: under --asan (ASan and the kernel's own arm64 UBSan checks on ffa.c) a
+    sanitizer report ends only its scenario, so the whole corpus runs: as many ops, with
+    the same verdicts, as the plain build, and every finding reviewed."""
+    _, plain = run_json(tmp_path / "plain")
+    _, asan = run_json(tmp_path / "asan", "--asan")
+    counts = {r["target"]["release"]: r["counts"] for r in plain["runs"]}
+    assert sorted(counts) == ["debian-7.3.4-16k", "debian-7.3.4-4k"]
+    for run in asan["runs"]:
+        assert sum(run["counts"].values()) == sum(counts[run["target"]["release"]].values())
+        new = [f for f in run["findings"] if not f["baselined_by"]]
+        assert not new, "unreviewed findings under --asan: " + json.dumps(new, indent=1)
 
 
 def test_reference_reclaim2_patch_passes_every_reclaim2_rule(tmp_path):
