@@ -12,6 +12,7 @@ pytestmark = pytest.mark.network  # the first run downloads Debian's linux-sourc
 
 
 def run_json(tmp_path, *extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "report.json"
     r = kconform("run", "--target", "el2", "--format", "json", "--output", str(out),
                  "--report-dir", str(tmp_path / "reports"), *extra, timeout=1800)
@@ -32,6 +33,20 @@ def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
     assert code == 0
 
 
+def test_asan_runs_every_op_of_the_plain_run(tmp_path):
+    """Issue 13: under --asan (ASan and the kernel's own arm64 UBSan checks on ffa.c) a
+    sanitizer report ends only its scenario, so the whole corpus runs: as many ops, with
+    the same verdicts, as the plain build, and every finding reviewed."""
+    _, plain = run_json(tmp_path / "plain")
+    _, asan = run_json(tmp_path / "asan", "--asan")
+    counts = {r["target"]["release"]: r["counts"] for r in plain["runs"]}
+    assert sorted(counts) == ["debian-7.3.4-16k", "debian-7.3.4-4k"]
+    for run in asan["runs"]:
+        assert sum(run["counts"].values()) == sum(counts[run["target"]["release"]].values())
+        new = [f for f in run["findings"] if not f["baselined_by"]]
+        assert not new, "unreviewed findings under --asan: " + json.dumps(new, indent=1)
+
+
 def test_reference_reclaim2_patch_passes_every_reclaim2_rule(tmp_path):
     patch = REPO / "targets" / "el2" / "reclaim2" / "reclaim2-reference.patch"
     files = sorted(str(p) for p in (REPO / "corpora" / "ffa").glob("reclaim2*.kcs"))
@@ -43,3 +58,34 @@ def test_reference_reclaim2_patch_passes_every_reclaim2_rule(tmp_path):
         assert not run["findings"], run["findings"]
         exercised = [r for r in r2 if r["status"] != "not exercised"]
         assert len(exercised) >= len(r2) - 2, [r["id"] for r in r2 if r["status"] == "not exercised"]
+
+
+def test_a_looping_handler_is_a_hang_finding_and_the_run_goes_on(tmp_path):
+    """A test-only mutant of 7.3's ffa.c whose FFA_MEM_RECLAIM never returns: the
+    runner's watchdog makes each a CRASH.HANG finding at that op, every scenario
+    still runs (as many ops as the stock handler's run), in every report form."""
+    patch = REPO / "tests" / "data" / "el2-reclaim-spins.patch"
+    smoke = REPO / "corpora" / "ffa" / "smoke.kcs"
+    code, doc = run_json(tmp_path, "--apply", str(patch), "--page-size", "4K", "--watchdog", "0.5", str(smoke))
+    assert code == 1
+    (run,) = doc["runs"]
+    hangs = [f for f in run["findings"] if f["rule"] == "CRASH.HANG"]
+    # every smoke scenario stock 7.3 runs at 4K (not the RECLAIM2 ones) with an
+    # FFA_MEM_RECLAIM, at its first one
+    texts = smoke.read_text().split("kconform-scenario 1\n")[1:]
+    want = set()
+    for t in texts:
+        name = next(l.split()[1] for l in t.splitlines() if l.startswith("name "))
+        ops = [l for l in t.splitlines() if l and not l.startswith(("#", "abi ", "name ", "requires "))]
+        first = next((i for i, l in enumerate(ops) if l.split()[0] == "mem_reclaim"), None)
+        if "requires page_4k\n" in t and first is not None:
+            want.add((name, first))
+    assert want and {(f["scenario"], f["op"]) for f in hangs} == want
+    assert all(f["kind"] == "hang" and f["call"].startswith("mem_reclaim ") for f in hangs)
+    assert run["summary"]["crashes"] == len(want)
+    assert sum(run["counts"].values()) == run["summary"]["ops"] == sum(
+        len([l for l in t.splitlines() if l and not l.startswith(("#", "abi ", "name ", "requires "))])
+        for t in texts)
+    report = next((tmp_path / "reports").iterdir())
+    assert "not ok" in (report / "report.ktap").read_text() and "CRASH.HANG" in (report / "report.ktap").read_text()
+    assert 'type="hang"' in (report / "report.junit.xml").read_text()

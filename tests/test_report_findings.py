@@ -58,11 +58,11 @@ def fake_runner(tmp_path, marker, summary, rc):
 
 
 def crash_run(tmp_path, kind):
-    marker = {"kind": kind, "signal": 0 if kind == "sanitizer" else 11, "call": "mem_reclaim2 handle=0",
+    marker = {"kind": kind, "signal": 11 if kind == "signal" else 0, "call": "mem_reclaim2 handle=0",
               "file": "r.kcs", "index": 0, "op": 5, "scenario": "ffa/reclaim2/x"}
     summary = ("SUMMARY: UndefinedBehaviorSanitizer: undefined-behavior ffa.c:123" if kind == "sanitizer"
                else "")
-    eng = fake_runner(tmp_path, marker, summary, 3 if kind == "sanitizer" else -11)
+    eng = fake_runner(tmp_path, marker, summary, {"sanitizer": 3, "hang": 4}.get(kind, -11))
     return eng.run("el2", ["r.kcs"], tmp_path / "verdicts.jsonl", release="debian-7.3.4-4k")
 
 
@@ -91,6 +91,8 @@ def make(kind, tmp_path):
         return qemu_run("QEMU.PANIC", 2, "op 2 in flight"), "QEMU.PANIC"
     if kind == "hang":
         return qemu_run("QEMU.HANG", -1, "after the scenario"), "QEMU.HANG"
+    if kind == "el2-hang":  # the runner's watchdog (kind "hang" too)
+        return crash_run(tmp_path, "hang"), "CRASH.HANG"
     if kind == "guest-warning":
         return qemu_run("QEMU.WARNING", -1, "during the scenario"), "QEMU.WARNING"
     raise AssertionError(kind)
@@ -100,12 +102,13 @@ def ffa_rules():
     return RULES + [{"id": "FFA.R2.X", "abi": "ffa", "summary": "x", "citation": "SPEC.md X"}]
 
 
-KINDS = ["violation", "invariant", "sanitizer", "crash", "guest-panic", "hang", "guest-warning"]
+KINDS = ["violation", "invariant", "sanitizer", "crash", "guest-panic", "hang", "guest-warning", "el2-hang"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_of_finding_fails_in_every_form(tmp_path, kind):
     run, rule = make(kind, tmp_path)
+    kind = kind.removeprefix("el2-")
     (f,) = run.findings
     assert (f.kind, f.rule) == (kind, rule)
     f.rerun = f"./kconform run --target {run.name} reports/x/findings/{kind}.kcs"
@@ -140,6 +143,7 @@ def test_every_kind_of_finding_fails_in_every_form(tmp_path, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_baselined_finding_of_any_kind_is_shown_but_passes(tmp_path, kind):
     run, rule = make(kind, tmp_path)
+    kind = kind.removeprefix("el2-")
     entry = {"rule": rule, "target": run.name, "release": "*", "reason": "triaged", "date": "2026-11-30"}
     assert baseline.apply([entry], [run]) == []
     rules = ffa_rules()

@@ -3,9 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 // Present only when a sanitizer runtime is linked (ASan, UBSan).
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
@@ -17,6 +21,13 @@ namespace {
 // before each op so the handlers need no allocation.
 char g_in_flight[4096];
 volatile sig_atomic_t g_have_in_flight = 0;
+// The scenario in flight (set_in_flight_scenario): position in the run, ops.
+bool g_have_scenario = false;
+size_t g_at = 0, g_ops = 0;
+// Bumped on every set_in_flight and clear_in_flight: the watchdog's "is it
+// still the same op" (no clock read on the runner's path).
+std::atomic<uint64_t> g_seq{0};
+std::atomic<bool> g_in_flight_now{false};
 
 void write_all(const char* s, size_t n) {
   while (n > 0) {
@@ -65,6 +76,30 @@ void on_sanitizer_death() {
   _exit(kExitCrash);
 }
 
+// The watchdog thread: polls g_seq; one value held with an op in flight for
+// `limit` is a hang.
+void watchdog_loop(std::chrono::duration<double> limit) {
+  using clock = std::chrono::steady_clock;
+  const auto poll = std::chrono::duration_cast<clock::duration>(
+      std::clamp(limit / 8, std::chrono::duration<double>(0.005), std::chrono::duration<double>(0.25)));
+  uint64_t seen = g_seq.load();
+  auto since = clock::now();
+  for (;;) {
+    std::this_thread::sleep_for(poll);
+    const uint64_t now_seq = g_seq.load();
+    const auto now = clock::now();
+    if (now_seq != seen || !g_in_flight_now.load()) {
+      seen = now_seq;
+      since = now;
+      continue;
+    }
+    if (now - since >= limit) {
+      write_marker("hang", 0);
+      _exit(kExitHang);
+    }
+  }
+}
+
 void on_signal(int sig) {
   write_marker("signal", sig);
   std::signal(sig, SIG_DFL);
@@ -93,16 +128,39 @@ void install_crash_marker() {
 
 void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
                    const std::string& call) {
-  std::string s = nlohmann::json{{"scenario", scenario}, {"file", file}, {"index", index}, {"op", op}, {"call", call}}
-                      .dump();
+  nlohmann::json j{{"scenario", scenario}, {"file", file}, {"index", index}, {"op", op}, {"call", call}};
+  if (g_have_scenario) {
+    j["at"] = g_at;
+    j["ops"] = g_ops;
+  }
+  std::string s = j.dump();
   // Drop the braces: the marker adds its own fields in front.
   s = s.substr(1, s.size() - 2);
   g_have_in_flight = 0;
   std::strncpy(g_in_flight, s.c_str(), sizeof g_in_flight - 1);
   g_in_flight[sizeof g_in_flight - 1] = 0;
   g_have_in_flight = 1;
+  g_seq.fetch_add(1);
+  g_in_flight_now.store(true);
 }
 
-void clear_in_flight() { g_have_in_flight = 0; }
+void clear_in_flight() {
+  g_have_in_flight = 0;
+  g_in_flight_now.store(false);
+  g_seq.fetch_add(1);
+}
+
+void set_in_flight_scenario(size_t at, size_t ops) {
+  g_at = at;
+  g_ops = ops;
+  g_have_scenario = true;
+}
+
+void start_watchdog(double seconds) {
+  static bool started = false;
+  if (started || !(seconds > 0)) return;
+  started = true;
+  std::thread(watchdog_loop, std::chrono::duration<double>(seconds)).detach();
+}
 
 }  // namespace kconform

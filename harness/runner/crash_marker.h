@@ -2,14 +2,17 @@
 // UBSan) or a signal inside target code ends the runner; before it goes, one
 // line on stderr names the scenario and op that were running:
 //
-//   KCONFORM-CRASH {"kind":"sanitizer"|"signal","signal":N,"scenario":"...","file":"...","index":I,"op":J,"call":"..."}
+//   KCONFORM-CRASH {"kind":"sanitizer"|"signal"|"hang","signal":N,"scenario":"...","file":"...","index":I,"op":J,"call":"...","at":P,"ops":K}
 //
-// After a sanitizer report the runner exits with kExitCrash (3); after a
-// signal it dies of that signal (the default action is restored and the
-// signal re-raised). The driver must treat exit 3 or death by a signal as a
+// "at" is the scenario's position in the run's load order (what `run --from`
+// counts) and "ops" its number of ops. After a sanitizer report the runner
+// exits with kExitCrash (3); after a signal it dies of that signal (the
+// default action is restored and the signal re-raised); when the watchdog
+// (start_watchdog) sees one op in flight longer than its limit it exits with
+// kExitHang (4). The driver treats exit 3, 4 or death by a signal as a
 // finding in that op (the sanitizer's report above the marker is the
-// evidence), record the scenario as crashed, and may rerun the remaining
-// scenarios (those after it in the same file order) in a fresh process.
+// evidence), records the scenario as crashed, and reruns the remaining
+// scenarios (`run --from P+1`) in a fresh process (engine/runner.py).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +21,7 @@
 namespace kconform {
 
 inline constexpr int kExitCrash = 3;
+inline constexpr int kExitHang = 4;
 inline constexpr const char* kCrashMarker = "KCONFORM-CRASH";
 
 // Installs the sanitizer death callback and handlers for SIGSEGV, SIGBUS,
@@ -27,5 +31,15 @@ void install_crash_marker();
 void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
                    const std::string& call);
 void clear_in_flight();
+// Records the scenario about to run: its position in the run and its op count
+// (the marker's "at" and "ops"; set_in_flight formats them in).
+void set_in_flight_scenario(size_t at, size_t ops);
+
+// Starts the watchdog thread (once; seconds <= 0: none): if one op stays in
+// flight (set_in_flight, until the next set_in_flight or clear_in_flight)
+// longer than `seconds`, it writes the marker with kind "hang" and ends the
+// process with kExitHang. An infinite loop in the code under test becomes a
+// finding naming the op instead of a hung suite.
+void start_watchdog(double seconds);
 
 }  // namespace kconform

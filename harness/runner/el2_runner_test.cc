@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/runner/crash_marker.h"
@@ -331,6 +332,66 @@ TEST(CrashMarker, SignalNamesTheOpInFlight) {
       ::testing::KilledBySignal(SIGABRT),
       "KCONFORM-CRASH \\{\"kind\":\"signal\",\"signal\":6,\"call\":\"mem_share\",\"file\":\"f.kcs\",\"index\":2,"
       "\"op\":5,\"scenario\":\"ffa/x\"\\}");
+}
+
+// A target whose op `op` of scenario `name` never returns (the stand-in of a
+// looping mutant: every other op runs on the real handler).
+class SpinningTarget : public Target {
+ public:
+  SpinningTarget(Target& inner, std::string name, size_t op) : inner_(inner), name_(std::move(name)), op_(op) {}
+  const TargetIdentity& identity() const override { return inner_.identity(); }
+  void begin(const Scenario& s) override { inner_.begin(s); }
+  Outcome exec(const Scenario& s, size_t i) override {
+    if (s.name == name_ && i == op_)
+      for (;;) asm volatile("" ::: "memory");
+    return inner_.exec(s, i);
+  }
+  void end() override { inner_.end(); }
+
+ private:
+  Target& inner_;
+  std::string name_;
+  size_t op_;
+};
+
+// The watchdog ends a run whose op never returns: exit kExitHang, and the
+// marker names that op, the scenario's position in the run and its op count
+// (what the driver resumes from).
+TEST_F(El2Ffa, WatchdogEndsAnOpThatNeverReturns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const LoadedScenario& victim = mine_.back();
+  const size_t op = victim.scenario.ops.size() > 1 ? 1 : 0;
+  const std::string want = "KCONFORM-CRASH \\{\"kind\":\"hang\",\"signal\":0,\"at\":" +
+                           std::to_string(victim.position) + ",.*\"op\":" + std::to_string(op) +
+                           ",\"ops\":" + std::to_string(victim.scenario.ops.size()) + ",";
+  EXPECT_EXIT(
+      {
+        install_crash_marker();
+        start_watchdog(0.3);
+        SpinningTarget spin(*target_, victim.scenario.name, op);
+        std::FILE* devnull = std::fopen("/dev/null", "w");
+        VerdictWriter w(devnull);
+        run_scenarios(mine_, *model_, spin, w, target_.get());
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kExitHang), want);
+}
+
+// Without a spinning op the same run finishes: ops that return in time (and
+// nothing in flight between runs) never trip the watchdog.
+TEST_F(El2Ffa, WatchdogQuietWhileOpsReturn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_crash_marker();
+        start_watchdog(1.0);
+        std::FILE* devnull = std::fopen("/dev/null", "w");
+        VerdictWriter w(devnull);
+        for (int k = 0; k < 3; ++k) run_scenarios(mine_, *model_, *target_, w, target_.get());
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));  // idle: nothing in flight
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 #if defined(__has_feature)

@@ -14,7 +14,7 @@ bool load_all(const std::vector<std::string>& paths, std::vector<LoadedScenario>
     std::vector<Scenario> in_file;
     if (!load_scenario_file(path, &in_file, error)) return false;
     for (size_t i = 0; i < in_file.size(); ++i)
-      out->push_back(LoadedScenario{std::move(in_file[i]), path, i});
+      out->push_back(LoadedScenario{std::move(in_file[i]), path, i, out->size()});
   }
   return true;
 }
@@ -27,6 +27,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
   for (const LoadedScenario& ls : scenarios) {
     const Scenario& s = ls.scenario;
     ScenarioRef ref{&s, ls.file, ls.index};
+    set_in_flight_scenario(ls.position, s.ops.size());
     ++stats.scenarios;
     stats.ops += s.ops.size();
     uint32_t missing = s.requires_caps & ~target.identity().cap_bits;

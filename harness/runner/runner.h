@@ -19,7 +19,8 @@ namespace kconform {
 struct LoadedScenario {
   Scenario scenario;
   std::string file;
-  size_t index = 0;  // position within its file
+  size_t index = 0;     // position within its file
+  size_t position = 0;  // position in the run's load order (what `run --from` counts)
 };
 
 struct RunStats {

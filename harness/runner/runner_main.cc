@@ -1,7 +1,7 @@
 // The kconform-runner command line (runner_main.h), shared by every runner
 // executable; each links its target families (target_registry.h).
 //
-//   kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] FILE...
+//   kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] [--from N] [--watchdog SECONDS] FILE...
 //   kconform-runner probe [--target NAME]
 //   kconform-runner rules
 //   kconform-runner ops
@@ -10,9 +10,15 @@
 //   kconform-runner convert --to text|binary [--out-dir DIR] FILE...
 //   kconform-runner check FILE...
 //
+// `run --from N` skips the first N scenarios of the load order (the driver
+// resumes there after a crash: crash_marker.h). `--watchdog SECONDS` ends the
+// run with a "hang" marker when one op stays in flight longer (0: no
+// watchdog; default: the target family's, 5 s for el2).
+//
 // Exit status: 0 clean, 1 violations found, 2 the runner could not run,
-// 3 a sanitizer report during a run (crash_marker.h; a signal kills the
-// process with that signal after the same marker).
+// 3 a sanitizer report during a run, 4 the watchdog saw an op hang
+// (crash_marker.h; a signal kills the process with that signal after the
+// same marker).
 #include "harness/runner/runner_main.h"
 
 #include <sys/stat.h>
@@ -20,6 +26,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -63,7 +70,7 @@ std::span<const TargetFamily* const> g_families;
 int usage(const char* why) {
   std::fprintf(stderr,
                "kconform-runner: %s\n"
-               "usage: kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] FILE...\n"
+               "usage: kconform-runner run [--target NAME] [--fault SPEC] [--out FILE] [--from N] [--watchdog SECONDS] FILE...\n"
                "       kconform-runner probe [--target NAME] | rules | ops | targets | faults [--fault SPEC]\n"
                "       kconform-runner convert --to text|binary [--out-dir DIR] FILE...\n"
                "       kconform-runner check FILE...\n"
@@ -74,7 +81,7 @@ int usage(const char* why) {
 }
 
 struct Args {
-  std::string command, target, fault, out, to, out_dir;
+  std::string command, target, fault, out, to, out_dir, from, watchdog;
   std::vector<std::string> files;
 };
 
@@ -100,6 +107,10 @@ bool parse_args(int argc, char** argv, Args* a, std::string* error) {
       if (!value(&a->fault)) return false;
     } else if (arg == "--out") {
       if (!value(&a->out)) return false;
+    } else if (arg == "--from") {
+      if (!value(&a->from)) return false;
+    } else if (arg == "--watchdog") {
+      if (!value(&a->watchdog)) return false;
     } else if (arg == "--to") {
       if (!value(&a->to)) return false;
     } else if (arg == "--out-dir") {
@@ -232,14 +243,39 @@ int cmd_convert(const Args& a) {
   return kExitClean;
 }
 
+// A flag's value as a non-negative number (integer if `integer`); false and
+// *error naming the flag otherwise.
+bool number_flag(const char* flag, const std::string& text, bool integer, double* out, std::string* error) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+  if (text.empty() || errno || *end || !(v >= 0) || v > 1e9 || (integer && v != static_cast<double>(static_cast<uint64_t>(v)))) {
+    *error = std::string("flag ") + flag + ": '" + text + "' is not a non-negative " + (integer ? "integer" : "number");
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 int cmd_run(const Args& a) {
   if (a.files.empty()) return usage("run needs scenario files");
   std::vector<LoadedScenario> all;
   std::string error;
+  double from = 0, watchdog = -1;
+  if ((!a.from.empty() && !number_flag("--from", a.from, true, &from, &error)) ||
+      (!a.watchdog.empty() && !number_flag("--watchdog", a.watchdog, false, &watchdog, &error))) {
+    report_error(error);
+    return kExitError;
+  }
   if (!load_all(a.files, &all, &error) || !scale_repeats(scenario_ptrs(all), &error)) {
     report_error(error);
     return kExitError;
   }
+  if (from > static_cast<double>(all.size())) {
+    report_error("flag --from: " + a.from + " is past the last of the " + std::to_string(all.size()) + " scenarios");
+    return kExitError;
+  }
+  all.erase(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(from));
   OpenTarget t;
   if (!open_target(a, &t, &error)) {
     report_error(error);
@@ -260,6 +296,7 @@ int cmd_run(const Args& a) {
   writer.target(t.target->identity());
   auto start = std::chrono::steady_clock::now();
   install_crash_marker();
+  start_watchdog(watchdog >= 0 ? watchdog : t.watchdog_seconds);
   RunStats stats = run_scenarios(all, *t.model, *t.target, writer, t.invariants);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto* faulty = dynamic_cast<const FaultyTarget*>(t.target.get());
@@ -298,6 +335,7 @@ bool open_target(std::span<const TargetFamily* const> families, const std::strin
     *error = "target " + name + ": " + why;
     return false;
   }
+  out->watchdog_seconds = family->watchdog_seconds;
   if (spec) {
     // Refused before anything runs: a kind that cannot change this ABI's results.
     const AbiSpec* abi = target_abi(out->target->identity());

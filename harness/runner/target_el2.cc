@@ -18,7 +18,9 @@ bool open_el2(OpenTarget* out, std::string* error) {
   return true;
 }
 
-const TargetFamily kEl2{"el2", "FF-A through pKVM's EL2 handler (the tree's ffa.c, built in)", open_el2};
+// In-process code under test: an infinite loop in it would hang the run, so
+// `run` has a watchdog by default (5 s per op; µs are typical, ASan -O0 included).
+const TargetFamily kEl2{"el2", "FF-A through pKVM's EL2 handler (the tree's ffa.c, built in)", open_el2, 5.0};
 
 }  // namespace
 

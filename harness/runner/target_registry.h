@@ -18,6 +18,7 @@ struct OpenTarget {
   std::unique_ptr<Target> target;
   std::unique_ptr<Model> model;
   const InvariantSource* invariants = nullptr;  // owned by target (or the target it wraps)
+  double watchdog_seconds = 0;                   // the family's default `run --watchdog`
 };
 
 struct TargetFamily {
@@ -25,6 +26,8 @@ struct TargetFamily {
   const char* summary;  // one line for usage()
   // Opens the target; false and *error (without the "target NAME: " prefix) if it cannot run.
   bool (*open)(OpenTarget* out, std::string* error);
+  // Default limit on one op in flight for `run` (crash_marker.h: start_watchdog); 0: none.
+  double watchdog_seconds = 0;
 };
 
 // target_host.cc: guest_memfd on the running kernel through /dev/kvm.

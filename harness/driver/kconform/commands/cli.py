@@ -99,7 +99,11 @@ def _add_run(sub) -> None:
                         "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch); "
                         "qemu with --build: patch the kernel (targets/qemu/write/gmem-write-reference.patch)")
     p.add_argument("--asan", action="store_true",
-                   help="el2: build the handler with ASan+UBSan (a memory error in kernel code is a finding)")
+                   help="el2: build the handler with ASan and the kernel's arm64 UBSan checks (a memory error "
+                        "in kernel code is a finding; the run resumes with the next scenario)")
+    p.add_argument("--watchdog", type=float, metavar="SECONDS", default=None,
+                   help="el2: an op still running after SECONDS is a hang finding (CRASH.HANG) and the run "
+                        "resumes with the next scenario (default 5; 0: no watchdog)")
     p.add_argument("--format", choices=("table", "json", "ktap", "junit"), default="table",
                    help="what to print: a per-rule table (default) or a machine-readable report")
     p.add_argument("--output", metavar="FILE", help="write the --format report to FILE instead of stdout")

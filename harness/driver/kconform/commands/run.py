@@ -4,7 +4,7 @@ with the baseline applied and a report written.
 Every finding (engine/verdicts.py) gets one reproducer file per distinct
 finding under <report>/findings/ and a re-run command that reproduces it: the
 flags that chose its target build (--target, --tree/--kernel/--build, --apply,
---page-size, --asan, --accel, --fault) and that file. Findings that share the
+--page-size, --asan, --accel, --fault, --watchdog) and that file. Findings that share the
 op, target build and scenario share the file (its name lists their rules);
 no file is ever merged with another by name or overwritten.
 """
@@ -139,6 +139,7 @@ class Plan:
     files: list[str]
     release: str | None = None  # what findings and the baseline call the build under test
     rerun: list[str] = dataclasses.field(default_factory=list)  # the `run` flags that select this build
+    watchdog: float | None = None  # kconform-runner --watchdog (None: the runner's default)
 
 
 def _plan_host(args, log) -> list[Plan]:
@@ -159,9 +160,14 @@ def _plan_el2(args, log) -> list[Plan]:
     tree, tree_id = el2.resolve_tree(args.tree or DEFAULT_TREE, args.apply, log)
     binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log)
     fault = ["--fault", args.fault] if args.fault else []
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None and not watchdog >= 0:
+        raise ToolError(f"flag --watchdog: {watchdog} is not a non-negative number of seconds")
+    fault += ["--watchdog", f"{watchdog:g}"] if watchdog is not None else []
     return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files,
                  release=el2_release(tree_id, p),
-                 rerun=el2_flags(args.tree or DEFAULT_TREE, args.apply, p, args.asan) + fault)
+                 rerun=el2_flags(args.tree or DEFAULT_TREE, args.apply, p, args.asan) + fault,
+                 watchdog=watchdog)
             for p in sizes]
 
 
@@ -251,9 +257,10 @@ def cmd_run(args, console: Console) -> int:
                 task = prog.add_task(plan.label, total=None)
                 run = plan.engine.run(plan.target, plan.files, raw, args.fault,
                                       lambda done, total: prog.update(task, completed=done, total=total),
-                                      release=plan.release)
+                                      release=plan.release, watchdog=plan.watchdog)
         else:
-            run = plan.engine.run(plan.target, plan.files, raw, args.fault, release=plan.release)
+            run = plan.engine.run(plan.target, plan.files, raw, args.fault, release=plan.release,
+                                  watchdog=plan.watchdog)
         runs.append(run)
 
     stale = baseline.apply(entries, runs)

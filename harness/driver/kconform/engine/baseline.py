@@ -35,7 +35,7 @@ from kconform.core.errors import ToolError
 
 REQUIRED = ("rule", "target", "release", "reason", "date")
 # Findings that are not rule violations: the code under test crashed
-# (CRASH.SANITIZER, CRASH.SIGNAL) or a booted kernel did (QEMU.PANIC, ...).
+# (CRASH.SANITIZER, CRASH.SIGNAL), hung (CRASH.HANG) or a booted kernel did (QEMU.PANIC, ...).
 CRASH_PREFIXES = ("CRASH.", "QEMU.")
 KNOWN = set(REQUIRED) | {"scenario", "reviewer"}
 

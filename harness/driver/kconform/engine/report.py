@@ -105,7 +105,9 @@ def finding_lines(f) -> list[str]:
 def headline(run) -> str:
     c = run.counts
     secs = run.summary.get("seconds", 0.0)
-    crashed = ", crashed" if run.summary.get("crashed") else ""
+    n = run.summary.get("crashes", 1)
+    crashed = (f", {n} crash{'es' if n != 1 else ''} (each ended its scenario)"
+               if run.summary.get("crashed") else "")
     return (f"{run.name} ({run.release}, {run.target.get('profile', '?')}): "
             f"{len(run.scenarios)} scenarios, {sum(c.values())} ops: {c['pass']} pass, "
             f"{c['violation']} violations, {c['unsupported']} unsupported, "

@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable
 
 from kconform.core import procs
 from kconform.core.errors import ToolError
 from kconform.core.files import naming
-from kconform.engine.verdicts import Collector, Finding, TargetRun, parse_line
+from kconform.engine.verdicts import VERDICTS, Collector, Finding, TargetRun, parse_line
 
 # The runner's subcommand that replays recorded observations through the model.
 REPLAY_SUBCOMMAND = "replay"
 EXIT_SANITIZER = 3  # kconform-runner: a sanitizer report inside the code under test
+EXIT_HANG = 4       # kconform-runner: its watchdog saw one op in flight too long
 CRASH_PREFIX = "KCONFORM-CRASH "
+# The finding's rule for each kind of KCONFORM-CRASH marker (harness/runner/crash_marker.h).
+CRASH_RULES = {"sanitizer": "CRASH.SANITIZER", "signal": "CRASH.SIGNAL", "hang": "CRASH.HANG"}
 
 Progress = Callable[[int, int], None]
 
@@ -79,18 +83,59 @@ class Engine:
         return int(r.stdout.strip() or 0)
 
     def run(self, target: str, files: list[str], raw_out: Path, fault: str = "",
-            on_progress: Progress | None = None, release: str | None = None) -> TargetRun:
-        """Runs the scenario files on a target; keeps the raw verdict stream in raw_out."""
-        args = [str(self.binary), "run", "--target", target]
+            on_progress: Progress | None = None, release: str | None = None,
+            watchdog: float | None = None) -> TargetRun:
+        """Runs the scenario files on a target; keeps the raw verdict stream in raw_out.
+
+        A crash of the code under test (a sanitizer report, a fatal signal, or an op
+        the runner's watchdog saw hang: `watchdog` seconds, None for the runner's
+        default) ends only its scenario: it is a finding at the op in flight, the
+        rest of that scenario's ops count as unchecked, and a fresh runner resumes
+        with the next scenario (`run --from N`, its stream in raw_out's name plus
+        `.from-N`), so every scenario runs."""
+        base = [str(self.binary), "run", "--target", target]
         if fault:
-            args += ["--fault", fault]
-        collector, rc, err = self._stream(args + files, raw_out, release, on_progress)
-        crash = crash_marker(err)
-        if (rc == EXIT_SANITIZER or rc < 0) and crash and collector.run is not None:
-            return _record_crash(collector.run, crash, rc, err, raw_out)
-        if rc not in (0, 1) or collector.run is None or not collector.run.summary:
-            raise ToolError(f"kconform-runner on target {target} failed (exit {rc}): {err.strip()}")
-        return collector.run
+            base += ["--fault", fault]
+        if watchdog is not None:
+            base += ["--watchdog", f"{watchdog:g}"]
+        run: TargetRun | None = None
+        start = crashes = 0
+        seconds = 0.0
+        total = {"scenarios": 0, "ops": 0}
+        raw = raw_out
+        while True:
+            done_before = sum(run.counts.values()) if run else 0
+            progress = on_progress and (lambda d, t: on_progress(done_before + d, total["ops"] or t))
+            t0 = time.monotonic()
+            args = base + (["--from", str(start)] if start else []) + files
+            collector, rc, err = self._stream(args, raw, release, progress)
+            part = collector.run
+            if part is not None and not start:
+                total.update(scenarios=part.plan.get("scenarios", 0), ops=part.plan.get("ops", 0))
+            crash = crash_marker(err)
+            if (rc in (EXIT_SANITIZER, EXIT_HANG) or rc < 0) and crash and part is not None:
+                _record_crash(part, crash, rc, err, raw)
+                seconds += time.monotonic() - t0
+                crashes += 1
+                run = part if run is None else _merge(run, part)
+                at = crash.get("at")
+                if not isinstance(at, int) or at + 1 >= total["scenarios"] or at + 1 <= start:
+                    break  # the last scenario crashed (or no position to resume from)
+                start = at + 1
+                raw = raw_out.with_name(f"{raw_out.stem}.from-{start}{raw_out.suffix}")
+                continue
+            if rc not in (0, 1) or part is None or not part.summary:
+                raise ToolError(f"kconform-runner on target {target} failed (exit {rc}): {err.strip()}")
+            seconds += float(part.summary.get("seconds", 0.0))
+            run = part if run is None else _merge(run, part)
+            break
+        if crashes:
+            # (a --fault count covers only the last runner: the crashed ones wrote no summary)
+            fault = {"fault": run.summary["fault"]} if "fault" in run.summary else {}
+            run.summary = {"scenarios": total["scenarios"], "ops": total["ops"],
+                           "violations": run.counts["violation"], "seconds": round(seconds, 3),
+                           "crashed": True, "crashes": crashes, **fault}
+        return run
 
     def replay(self, observations: Path, files: list[str], raw_out: Path, target: str) -> TargetRun:
         """Replays observations recorded on target (one identity record, then per scenario
@@ -138,20 +183,68 @@ def crash_marker(stderr: str) -> dict | None:
 
 
 def _record_crash(run: TargetRun, crash: dict, rc: int, stderr: str, raw_out: Path) -> TargetRun:
-    """A sanitizer report or fatal signal in the code under test is a finding at
-    the op in flight; the rest of that run's scenarios did not run."""
+    """A sanitizer report, fatal signal or hang in the code under test is a finding
+    at the op in flight; the ops of that scenario after it count as unchecked (the
+    runner resumes with the next scenario: Engine.run)."""
     log = raw_out.with_name(raw_out.stem + ".crash.log")
     with open(log, "x") as f:
         f.write(stderr)
     summary = next((l.strip() for l in stderr.splitlines() if l.startswith("SUMMARY:")), "")
     kind = crash.get("kind", "signal")
-    rule = "CRASH.SANITIZER" if kind == "sanitizer" else "CRASH.SIGNAL"
-    observed = summary or f"died (exit {rc}, signal {crash.get('signal', -rc)})"
+    rule = CRASH_RULES.get(kind, "CRASH.SIGNAL")
+    if kind == "hang":
+        observed = summary or "no return: the runner's watchdog ended the op (exit 4)"
+        expected = ["the op returns (no infinite loop in the code under test)"]
+    else:
+        observed = summary or f"died (exit {rc}, signal {crash.get('signal', -rc)})"
+        expected = ["no crash in the code under test"]
+    file, index, op = crash.get("file", "?"), int(crash.get("index", 0)), int(crash.get("op", 0))
     run.findings.append(Finding(
         rule=rule, target=run.name, release=run.release, scenario=crash.get("scenario", "?"),
-        file=crash.get("file", "?"), index=int(crash.get("index", 0)), op=int(crash.get("op", 0)),
-        call=crash.get("call", "?"), expected=["no crash in the code under test"],
+        file=file, index=index, op=op, call=crash.get("call", "?"), expected=expected,
         observed=observed, note=f"full report: {log}"))
+    run.rules[rule].violations += 1
     run.counts["violation"] += 1
+    run.scenarios.add((file, index))
+    run.ran.add(crash.get("scenario", "?"))
+    # The crashed op is counted above; the rest of its scenario did not run.
+    if isinstance(crash.get("ops"), int):
+        emitted = _ops_written(raw_out, file, index)
+        run.counts["unchecked"] += max(0, crash["ops"] - emitted - 1)
     run.summary = {"seconds": 0.0, "crashed": True}
+    return run
+
+
+def _ops_written(raw_out: Path, file: str, index: int) -> int:
+    """How many op records of scenario (file, index) the stream in raw_out ends with."""
+    n = 0
+    try:
+        lines = raw_out.read_text().splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("type") != "op" or (rec.get("file"), rec.get("index")) != (file, index):
+            break
+        n += 1
+    return n
+
+
+def _merge(run: TargetRun, part: TargetRun) -> TargetRun:
+    """Adds the verdicts of a resumed runner (the same target, later scenarios) to run."""
+    for v in VERDICTS:
+        run.counts[v] += part.counts.get(v, 0)
+    for rule, t in part.rules.items():
+        mine = run.rules[rule]
+        mine.allowed += t.allowed
+        mine.forbidden += t.forbidden
+        mine.violations += t.violations
+        mine.unsupported += t.unsupported
+    run.findings.extend(part.findings)
+    run.scenarios |= part.scenarios
+    run.ran |= part.ran
+    run.summary = part.summary
     return run

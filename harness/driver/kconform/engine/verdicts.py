@@ -10,8 +10,8 @@ Record types, all with a "type" field (format 1):
 verdict is one of pass, violation, unsupported, unchecked.
 
 What failed is one list: TargetRun.findings, one Finding per violated rule at
-an op, plus those added for crashes of the code under test (engine/runner.py:
-CRASH.*) and of a booted guest (targets/qemu/replay.py: QEMU.*). Every report
+an op, plus those added for crashes and hangs of the code under test
+(engine/runner.py: CRASH.*; the run resumes with the next scenario) and of a booted guest (targets/qemu/replay.py: QEMU.*). Every report
 form (engine/report.py), the saved reproducers and the exit status are written
 from it.
 """
@@ -34,7 +34,9 @@ FORMAT = 1
 #   invariant      a target invariant broke (no change on an error, stage-2 agrees with EL3, ...)
 #   sanitizer      a sanitizer report in the code under test (CRASH.SANITIZER)
 #   crash          a fatal signal in the code under test (CRASH.SIGNAL)
-#   hang           a booted guest stopped answering (QEMU.HANG, QEMU.BOOT-TIMEOUT)
+#   hang           an op of the code under test did not return within the runner's
+#                  watchdog (CRASH.HANG), or a booted guest stopped answering
+#                  (QEMU.HANG, QEMU.BOOT-TIMEOUT)
 #   guest-panic    a booted guest crashed: panic, oops, early exit, agent error (QEMU.*)
 #   guest-warning  a kernel warning or lockdep report in a booted guest (QEMU.WARNING, QEMU.LOCKDEP)
 #   (a KASAN/KFENCE/UBSAN report in a booted guest, QEMU.KASAN, is a sanitizer finding)
@@ -45,10 +47,10 @@ _TAG = re.compile(r"\[([^\[\]]+)\]\s*$")
 def finding_kind(rule: str, expected: list[str], note: str) -> str:
     if rule in ("CRASH.SANITIZER", "QEMU.KASAN"):
         return "sanitizer"
+    if rule in ("CRASH.HANG", "QEMU.HANG", "QEMU.BOOT-TIMEOUT"):
+        return "hang"
     if rule.startswith("CRASH."):
         return "crash"
-    if rule in ("QEMU.HANG", "QEMU.BOOT-TIMEOUT"):
-        return "hang"
     if rule in ("QEMU.WARNING", "QEMU.LOCKDEP"):
         return "guest-warning"
     if rule.startswith("QEMU."):

@@ -23,7 +23,7 @@ from pathlib import Path
 from kconform.core import procs
 from kconform.core.errors import ToolError
 from kconform.core.paths import CORPORA, REPO
-from kconform.engine.runner import EXIT_SANITIZER, crash_marker
+from kconform.engine.runner import CRASH_RULES, EXIT_HANG, EXIT_SANITIZER, crash_marker
 from kconform.engine.verdicts import Collector, parse_line
 from kconform.selftest.mutants import MutantResult, mutant_patches
 from kconform.sources import patches, tree_fetch
@@ -87,13 +87,13 @@ def run_suite(binary: Path, files: list[str], page_size: int, raw: Path | None =
         if f.rule not in rules:
             rules.append(f.rule)
     crash = crash_marker(err)
-    if rc == EXIT_SANITIZER or rc < 0 or crash:
+    if rc in (EXIT_SANITIZER, EXIT_HANG) or rc < 0 or crash:
         res.verdict = "CRASH"
         info = crash or {}
         if res.seconds_to_kill is None:
             res.seconds_to_kill = res.seconds
             res.first = f"{info.get('scenario', '?')} op {info.get('op', '?')}"
-        rules.insert(0, "CRASH." + ("SANITIZER" if info.get("kind") == "sanitizer" else "SIGNAL"))
+        rules.insert(0, CRASH_RULES.get(info.get("kind", "signal"), "CRASH.SIGNAL"))
     elif rc not in (0, 1):
         raise ToolError(f"{binary} failed (exit {rc}): {err.strip()[-2000:]}")
     if "kconform el2: fatal" in err and res.verdict != "CRASH":
