@@ -216,9 +216,18 @@ def test_build_rejects_a_tree_without_guest_memfd_and_a_missing_patch(tmp_path):
 def test_kernel_fragment_builds_kvm_in():
     lines = kernel_build.KERNEL_FRAGMENT.read_text().splitlines()
     for opt in ("CONFIG_KVM=y", "CONFIG_KVM_AMD=y", "CONFIG_KVM_SW_PROTECTED_VM=y",
-                "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y", "CONFIG_KASAN=y",
-                "CONFIG_PROVE_LOCKING=y", "# CONFIG_SLUB_TINY is not set"):
+                "CONFIG_X86_IOPL_IOPERM=y", "CONFIG_BLK_DEV_INITRD=y", "CONFIG_SMP=y"):
         assert opt in lines
+    debug = kernel_build.KERNEL_DEBUG_FRAGMENT.read_text().splitlines()
+    for opt in ("CONFIG_KASAN=y", "CONFIG_PROVE_LOCKING=y", "# CONFIG_SLUB_TINY is not set"):
+        assert opt in debug and opt not in lines
+
+
+def test_kernel_debug_fragment_is_added_only_when_asked(monkeypatch):
+    monkeypatch.delenv("KCONFORM_KERNEL_DEBUG", raising=False)
+    assert kernel_build.kernel_fragment() == kernel_build.KERNEL_FRAGMENT.read_bytes()
+    monkeypatch.setenv("KCONFORM_KERNEL_DEBUG", "1")
+    assert b"CONFIG_KASAN=y" in kernel_build.kernel_fragment()
 
 
 # --- judging recorded outcomes on the host -----------------------------------------
@@ -428,7 +437,7 @@ def test_a_file_restored_with_an_older_mtime_is_rebuilt(tmp_path, monkeypatch):
     if not fulls:
         pytest.skip("debian:7.3's full tree is not in the cache (the patched build above fetches it)")
     full = fulls[-1]
-    frag = kernel_build._h(kernel_build.KERNEL_FRAGMENT.read_bytes())[:12]
+    frag = kernel_build._h(kernel_build.kernel_fragment())[:12]
     obj = cache / "kbuild" / f"obj-{full.name}-{frag}"
     if not (obj / kernel_build.SOURCES_MANIFEST).is_file():
         pytest.skip(f"{obj} has no record of its sources: this check would be a cold build")

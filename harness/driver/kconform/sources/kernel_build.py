@@ -54,6 +54,17 @@ from kconform.sources.full_trees import full_tree
 from kconform.sources.kernel_image import Kernel, KernelError, user_kernel
 
 KERNEL_FRAGMENT = REPO / "targets" / "qemu" / "kernel.config"
+# KASAN and lockdep, on top of KERNEL_FRAGMENT when KCONFORM_KERNEL_DEBUG=1.
+KERNEL_DEBUG_FRAGMENT = REPO / "targets" / "qemu" / "kernel-debug.config"
+
+
+def kernel_fragment() -> bytes:
+    """The config fragment of this build: kernel.config, plus kernel-debug.config
+    (KASAN, lockdep) when the environment says KCONFORM_KERNEL_DEBUG=1."""
+    fragment = KERNEL_FRAGMENT.read_bytes()
+    if os.environ.get("KCONFORM_KERNEL_DEBUG", "") == "1":
+        fragment += b"\n" + KERNEL_DEBUG_FRAGMENT.read_bytes()
+    return fragment
 MIRROR_STAMP = ".kconform-mirror.json"
 IMAGE_STAMP = "kconform-image.json"
 SOURCES_MANIFEST = ".kconform-sources.json"
@@ -470,13 +481,14 @@ def build(tree_spec: str, patch: str | None = None, cache_dir: str | os.PathLike
     patch_path = Path(patch).resolve() if patch else None
     if patch_path is not None and not patch_path.is_file():
         raise KernelError(f"flag --apply: {patch}: no such patch file")
-    fragment = KERNEL_FRAGMENT.read_bytes()
+    fragment = kernel_fragment()
     src, tree_state, tree_id = full_tree(tree_spec, cache, progress)
     patch_bytes = patch_path.read_bytes() if patch_path else None
     ps = _h(patch_bytes) if patch_bytes is not None else None
     fs = _h(fragment)
     kb = cache / "kbuild"
-    source = f"{tree_spec}" + (f"+{patch_path.name}" if patch_path else "")
+    source = f"{tree_spec}" + (f"+{patch_path.name}" if patch_path else "") + \
+        ("+debug" if fragment != KERNEL_FRAGMENT.read_bytes() else "")
     hashes = HashCache(kb / f"hashes-{tree_id}.json")
 
     tools = toolchain()
