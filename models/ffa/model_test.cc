@@ -643,6 +643,15 @@ TEST(FfaModel, TimeSliceAndComposite8MayBeRelayedOrRefused) {
   EXPECT_FALSE(c84.success);
 }
 
+// SPMC:RECLAIM: a reclaim with the time-slicing bit may be honoured or refused.
+TEST(FfaModel, ReclaimTimeSliceMayBeHonouredOrRefused) {
+  const Allows a = allows(share() + "mem_reclaim handle=0 flags=TIME_SLICE");
+  EXPECT_TRUE(a.success);
+  EXPECT_TRUE(a.refused.count(kInvalidParameters));
+  const Allows plain = allows(share() + "mem_reclaim handle=0");
+  EXPECT_FALSE(plain.refused.count(kInvalidParameters));
+}
+
 // PROFILE:ONE-SEND: a new send while a fragmented one is in flight may be
 // refused by the proxy or relayed (the SPMC says BUSY); never success.
 TEST(FfaModel, SecondSendWhileOneIsInFlightIsAProfileChoice) {
