@@ -519,8 +519,10 @@ void Spmc::mem_send(MemKind kind, Reply& r) const {
     return r.error(kBusy);
   }
   if (r.tx.size() < frag) return r.error(kInvalidParameters);
+  // The reassembly buffer holds the fragmented send in flight: a whole send
+  // beside it (PROFILE:ONE-SEND off) is read from TX and not copied there.
   r.ans.send_from = 0;
-  r.ans.send_len = frag;
+  r.ans.send_len = s.sending ? 0 : frag;
   const std::span<const uint8_t> desc = r.tx.first(frag);
   if (frag < total) return start_send(kind, total, desc, r);
   const int32_t err = check_send(kind, desc, &h);
