@@ -96,6 +96,15 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     if (adopted) r["adopted"] = true;
   } else if (verdict.kind == VerdictKind::kUnchecked && !expected.note.empty()) {
     r["note"] = expected.note;
+  } else if (verdict.kind == VerdictKind::kPass && !expected.note.empty() && expected.allowed.size() > 1) {
+    // On a rule's forbidden side with several outcomes allowed (e.g. FF-A
+    // DESC:SENDER's INVALID_PARAMETERS or DENIED): which one the target gave.
+    r["note"] = expected.note;
+    for (const Allowed& a : expected.allowed)
+      if (a.admits(observed)) {
+        r["gave"] = to_string(a);
+        break;
+      }
   }
   // A re-read that found nothing (no file yet) is left out.
   if (contents && contents->taken && (contents->files != 0 || !contents->unobserved.empty()))

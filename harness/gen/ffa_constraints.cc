@@ -147,7 +147,8 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
   const uint64_t tx = kMboxPages * page;
   f.doc = std::string(lend ? "FFA_MEM_LEND" : "FFA_MEM_SHARE") +
           "(total_len, frag_len) of a v1.2 descriptor (endpoint array offset/count/size, composite offset, "
-          "range count, total pages) with constituents (0x80010000, 4) and (0x80020000, 4); host PAGE_SIZE " +
+          "range count, total pages)" + (lend ? std::string(", memory attributes not specified,") : std::string()) +
+          " with constituents (0x80010000, 4) and (0x80020000, 4); host PAGE_SIZE " +
           kib(page) + ", TX " + std::to_string(tx) + " bytes; a second fragment follows with FFA_MEM_FRAG_TX";
   Term total = v.var("total_len", 32), frag = v.var("frag_len", 32), ep_off = v.var("ep_off", 32),
        ep_count = v.var("ep_count", 32), ep_size = v.var("ep_size", 32), comp = v.var("comp_off", 32),
@@ -201,7 +202,9 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
     uint64_t extent = std::max<uint64_t>({kHeader12, total, s["comp_off"] + 16 + 32,
                                           s["ep_off"] + 4 * std::min<uint64_t>(s["ep_size"], 64)});
     std::vector<uint8_t> img(std::min<uint64_t>(extent, 2 * tx), 0);
-    put(img, 2, kAttrNormalWbInner, 2);
+    // A lend (to one borrower) gives no memory attributes (DESC:ATTRS); a
+    // share gives Normal write-back inner shareable.
+    put(img, 2, lend ? 0 : kAttrNormalWbInner, 2);
     put(img, 24, s["ep_size"], 4);
     put(img, 28, s["ep_count"], 4);
     put(img, 32, s["ep_off"], 4);

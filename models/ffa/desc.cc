@@ -5,10 +5,12 @@
 namespace kconform::ffa {
 
 namespace {
-// Table 10.15: permissions bits [7:4] MBZ; instruction access 2 (X) and 3
-// (reserved) are not allowed on transmission.
+// Table 10.15: permissions bits [7:4] MBZ; on transmission the instruction
+// access is "not specified" (v1.0 also NX), and a donor specifies no access.
 constexpr uint8_t kPermReservedMask = 0xf0;
-constexpr uint8_t kPermInstrFirstRefused = 2;
+constexpr uint8_t kPermDataNotSpecified = 0;
+constexpr uint8_t kPermInstrNotSpecified = 0;
+constexpr uint8_t kPermInstrNxValue = 1;  // the field's value (bits [3:2] >> 2)
 // Table 10.16: endpoint flags, bit 0 (non-retrieval borrower) only.
 constexpr uint8_t kEmadFlagsReservedMask = 0xfe;
 // Table 10.18: attributes bits [5:0] on transmission (bit 6, NS, is the
@@ -67,6 +69,7 @@ Layout layout_for(uint32_t v) {
 }
 uint32_t header_size(Layout l) { return l == Layout::kV10 ? 32 : 48; }
 uint32_t emad_size(Layout l) { return l == Layout::kV12 ? 32 : 16; }
+uint32_t emad_reserved_off(Layout l) { return l == Layout::kV12 ? 24 : 8; }
 
 const char* desc_error_name(DescError e) {
   switch (e) {
@@ -175,7 +178,13 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
     get_u8(frag, e + 2, &rc.perms);
     get_u8(frag, e + 3, &rc.flags);
     get_u32(frag, e + 4, &rc.composite_off);
-    get_u64(frag, e + 8, &rc.reserved);
+    // v1.2: IMPDEF bytes at +8, the reserved u64 at +24 (both inside the
+    // 32 bytes ep_mem_size was checked to be).
+    get_u64(frag, e + emad_reserved_off(l), &rc.reserved);
+    if (l == Layout::kV12) {
+      get_u64(frag, e + 8, &rc.impdef[0]);
+      get_u64(frag, e + 16, &rc.impdef[1]);
+    }
   }
   // Reserved fields of the header and the endpoint descriptors are MBZ.
   if (r->header_reserved_nonzero) return DescError::kReserved;
@@ -188,7 +197,7 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
   r->composite_off = r->receivers[0].composite_off;
   for (uint32_t i = 1; i < r->ep_count; ++i)
     if (r->receivers[i].composite_off != r->composite_off) return DescError::kCompositeOffset;
-  if (r->composite_off == 0 || r->composite_off % 8 != 0 || r->composite_off < ep_end ||
+  if (r->composite_off == 0 || r->composite_off % kCompositeAlign != 0 || r->composite_off < ep_end ||
       static_cast<uint64_t>(r->composite_off) + kCompositeSize > frag.size())
     return DescError::kCompositeOffset;
   get_u32(frag, r->composite_off, &r->total_pages);
@@ -236,10 +245,17 @@ DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
   for (uint32_t i = 0; i < r.ep_count; ++i) {
     const uint8_t p = r.receivers[i].perms;
     const uint8_t data = p & kPermDataMask, instr = (p & kPermInstrMask) >> 2;
-    // Data access RO or RW; instruction access not X (nor reserved) on transmission; bits [7:4] MBZ.
-    if (data != kPermDataRo && data != kPermDataRw) return DescError::kPerms;
-    if (instr >= kPermInstrFirstRefused || (p & kPermReservedMask) != 0) return DescError::kPerms;
-    // A donate gives RW (ours: Table 10.15 note), nothing to check further.
+    if ((p & kPermReservedMask) != 0) return DescError::kPerms;  // bits [7:4] MBZ
+    if (kind == MemKind::kDonate) {
+      // A donor specifies neither data nor instruction access (DESC:PERMS).
+      if (data != kPermDataNotSpecified || instr != kPermInstrNotSpecified) return DescError::kPerms;
+    } else {
+      // Data access RO or RW.
+      if (data != kPermDataRo && data != kPermDataRw) return DescError::kPerms;
+      // Instruction access: "not specified" from v1.1; v1.0 also takes NX.
+      const bool nx_ok = r.layout == Layout::kV10 && instr == kPermInstrNxValue;
+      if (instr != kPermInstrNotSpecified && !nx_ok) return DescError::kPerms;
+    }
     // Endpoint flags: only bit 0 (non-retrieval borrower) is defined.
     if ((r.receivers[i].flags & kEmadFlagsReservedMask) != 0) return DescError::kEmadFlags;
   }
@@ -247,9 +263,15 @@ DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
   const uint16_t a = r.attributes;
   const uint16_t type = a & kAttrTypeMask, cache = a & kAttrCacheMask, sh = a & kAttrShareMask;
   if ((a & ~kAttrTransmitMask) != 0 || type == kAttrTypeReserved) return DescError::kAttrs;
-  if (type == kAttrTypeDevice) return DescError::kAttrs;  // ours: no device memory from the host
-  if (type == kAttrTypeNotSpecified) {
-    // Only the lender (or donor) may leave the type to the borrower; other bits then MBZ.
+  // A donation, or a lend to a single borrower: the sender must not specify
+  // the attributes (DESC:ATTRS), all bits 0.
+  if (kind == MemKind::kDonate || (kind == MemKind::kLend && r.ep_count == 1)) {
+    if (a != 0) return DescError::kAttrs;
+  } else if (type == kAttrTypeDevice) {
+    return DescError::kAttrs;  // ours: no device memory from the host
+  } else if (type == kAttrTypeNotSpecified) {
+    // Only a lend to several borrowers may still leave the type unspecified
+    // (ours); a share gives it. Other bits then MBZ.
     if (kind == MemKind::kShare || a != 0) return DescError::kAttrs;
   } else {
     if ((cache != kAttrCacheWriteBack && cache != kAttrCacheNonCacheable) ||
@@ -334,7 +356,15 @@ uint64_t build_region(const DescSpec& s, std::span<uint8_t> out) {
     out[e + 2] = s.receivers[i].perms;
     out[e + 3] = s.receivers[i].flags;
     put_u32(out, e + 4, static_cast<uint32_t>(g.comp_off));
-    put_u64(out, e + 8, s.receivers[i].reserved);
+    // A v1.2 entry (32 bytes): IMPDEF at +8, reserved at +24; an entry of
+    // another size (an overridden ep_mem_size) keeps the v1.1 field order.
+    if (s.layout == Layout::kV12 && g.ep_size >= 32 && g.size - e >= 32) {
+      put_u64(out, e + 8, s.receivers[i].impdef[0]);
+      put_u64(out, e + 16, s.receivers[i].impdef[1]);
+      put_u64(out, e + 24, s.receivers[i].reserved);
+    } else {
+      put_u64(out, e + 8, s.receivers[i].reserved);
+    }
   }
   uint64_t sum = 0;
   for (uint32_t i = 0; i < s.n_ranges; ++i) sum += s.ranges[i].pages;

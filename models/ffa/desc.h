@@ -16,6 +16,10 @@ inline constexpr uint32_t kMaxReceivers = 4;     // ours: receivers one descript
 inline constexpr uint32_t kMaxRanges = 256;      // ours: constituents one transaction may hold
 inline constexpr uint32_t kConstituentSize = 16;  // Table 10.14
 inline constexpr uint32_t kCompositeSize = 16;    // Table 10.13 (header before the constituents)
+// SPEC.md DESC:COMPOSITE (ours): a composite offset must be 8-byte aligned; a
+// Relayer may also refuse one that is not 16-byte aligned.
+inline constexpr uint32_t kCompositeAlign = 8;
+inline constexpr uint32_t kCompositeAlignStrict = 16;
 
 // Little-endian field access with bounds checks. get_* return false when
 // [off, off+width) is not inside buf.
@@ -33,6 +37,9 @@ enum class Layout : uint8_t { kV10 = 0, kV11 = 1, kV12 = 2 };
 Layout layout_for(uint32_t version);
 uint32_t header_size(Layout l);  // 32 or 48
 uint32_t emad_size(Layout l);    // 16, 16, 32
+// Offset of the reserved u64 in an endpoint memory access descriptor: 8, or
+// 24 from v1.2, whose 16 IMPDEF bytes come at 8 (SPEC.md DESC:LAYOUT).
+uint32_t emad_reserved_off(Layout l);
 
 struct Constituent {
   uint64_t address = 0;
@@ -45,7 +52,8 @@ struct Receiver {
   uint8_t perms = 0;
   uint8_t flags = 0;
   uint32_t composite_off = 0;
-  uint64_t reserved = 0;
+  uint64_t reserved = 0;   // v1.0/v1.1 @8; v1.2+ @24 (after the IMPDEF bytes)
+  uint64_t impdef[2] = {};  // v1.2+: 16 implementation-defined bytes @8, not checked
 };
 
 // The fixed part of a memory region descriptor with its endpoint array and

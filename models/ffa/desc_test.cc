@@ -142,7 +142,13 @@ TEST(FfaDesc, MalformedDescriptorsFailWithTheirRule) {
       {"non-shareable", Layout::kV11, [](DescSpec& s) { s.attributes = kAttrTypeNormal | kAttrCacheWriteBack; }, none, DescError::kAttrs, kFfaDescAttrs},
       {"high attr bit", Layout::kV11, [](DescSpec& s) { s.attributes = kAttrNormalWbInner | 0x100; }, none, DescError::kAttrs, kFfaDescAttrs},
       {"zero on share", Layout::kV11, [](DescSpec& s) { s.flags = kFlagZeroMemory; }, none, DescError::kFlags, kFfaDescFlags},
-      {"flag bit 5", Layout::kV11, [](DescSpec& s) { s.flags = 1u << 5; }, none, DescError::kFlags, kFfaDescFlags, MemKind::kLend},
+      {"flag bit 5", Layout::kV11, [](DescSpec& s) { s.flags = 1u << 5; s.attributes = 0; }, none, DescError::kFlags, kFfaDescFlags, MemKind::kLend},
+      {"v1.2 emad reserved at +24", Layout::kV12, keep, [](std::vector<uint8_t>& b) { b[48 + 24] = 1; }, DescError::kReserved, kFfaDescReservedMbz},
+      {"v1.1 share NX", Layout::kV11, [](DescSpec& s) { s.receivers[0].perms = kPermDataRw | kPermInstrNx; }, none, DescError::kPerms, kFfaDescPerms},
+      {"v1.2 lend NX", Layout::kV12, [](DescSpec& s) { s.receivers[0].perms = kPermDataRw | kPermInstrNx; s.attributes = 0; }, none, DescError::kPerms, kFfaDescPerms, MemKind::kLend},
+      {"lend to one with a type", Layout::kV11, keep, none, DescError::kAttrs, kFfaDescAttrs, MemKind::kLend},
+      {"donate with a type", Layout::kV11, [](DescSpec& s) { s.receivers[0].perms = 0; }, none, DescError::kAttrs, kFfaDescAttrs, MemKind::kDonate},
+      {"donate with data access", Layout::kV11, [](DescSpec& s) { s.attributes = 0; }, none, DescError::kPerms, kFfaDescPerms, MemKind::kDonate},
       {"emad flags", Layout::kV11, [](DescSpec& s) { s.receivers[0].flags = 2; }, none, DescError::kEmadFlags, kFfaDescEmadFlags},
   };
   for (const BadCase& c : cases) {
@@ -155,6 +161,40 @@ TEST(FfaDesc, MalformedDescriptorsFailWithTheirRule) {
     EXPECT_EQ(e, c.want) << desc_error_name(e);
     EXPECT_EQ(desc_error_rule(e), c.rule);
   }
+}
+
+// DESC:LAYOUT: the v1.2 IMPDEF bytes (+8..+23 of an endpoint descriptor) take
+// any value and round-trip; the reserved u64 is read at +24.
+TEST(FfaDesc, V12ImpdefBytesAreNotReserved) {
+  const Constituent rs[] = {{kBase, 1, 0}};
+  DescSpec s = spec(Layout::kV12, rs, 1);
+  s.receivers[0].impdef[0] = 0x0123456789abcdefull;
+  s.receivers[0].impdef[1] = ~0ull;
+  auto b = build(s);
+  EXPECT_EQ(check(b, Layout::kV12), DescError::kOk);
+  MemRegion r;
+  ASSERT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r), DescError::kOk);
+  EXPECT_EQ(r.receivers[0].impdef[0], s.receivers[0].impdef[0]);
+  EXPECT_EQ(r.receivers[0].impdef[1], ~0ull);
+  s.receivers[0].reserved = 1;
+  EXPECT_EQ(check(build(s), Layout::kV12), DescError::kReserved);
+}
+
+// DESC:PERMS/ATTRS: what a sender may leave out or give.
+TEST(FfaDesc, DonateSpecifiesNothingAndV10MayGiveNx) {
+  const Constituent rs[] = {{kBase, 1, 0}};
+  DescSpec d = spec(Layout::kV11, rs, 1);
+  d.attributes = 0;
+  d.receivers[0].perms = 0;
+  EXPECT_EQ(check(build(d), Layout::kV11, MemKind::kDonate), DescError::kOk);
+  DescSpec v10 = spec(Layout::kV10, rs, 1);
+  v10.receivers[0].perms = kPermDataRw | kPermInstrNx;
+  EXPECT_EQ(check(build(v10), Layout::kV10), DescError::kOk);
+  // Two borrowers: a lend may give Normal memory (ours).
+  DescSpec two = spec(Layout::kV11, rs, 1);
+  two.n_receivers = 2;
+  two.receivers[1] = {0x8002, kPermDataRw, 0, 0, 0};
+  EXPECT_EQ(check(build(two), Layout::kV11, MemKind::kLend), DescError::kOk);
 }
 
 TEST(FfaDesc, LendMayLeaveTypeUnspecifiedAndZero) {

@@ -101,6 +101,13 @@ void expect_mem_reclaim(const World& w, const CallArgs& a, Plan& p) {
   // full too, and the retrieve request gets BUSY: the reclaim may fail with
   // BUSY, no change.
   if (w.proxy.mbox.rx_held) p.error(kFfaMboxRxRelease, kBusy);
+  // SPMC:RECLAIM: the time-slicing bit may be honoured or refused
+  // (INVALID_PARAMETERS, no change); the spec leaves its support open.
+  if (a.w3() & kReclaimTimeSlice) {
+    p.hits.pass(kFfaSpmcReclaimFlags);
+    p.hits.note("time-slicing flag: reclaimed or refused");
+    p.error(kFfaSpmcReclaimFlags, kInvalidParameters);
+  }
   // 1. The transaction's pages.
   const Layout l = layout_for(w.spmc.ns_version());
   uint64_t out[kNumRegs];

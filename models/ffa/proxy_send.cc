@@ -166,6 +166,7 @@ void send_first_fragment(const World& w, const CallArgs& a, MemKind kind, std::s
     p.hits.add(desc_error_rule(early), true);
     p.hits.note("first fragment: %s", desc_error_name(early));
     p.error(desc_error_rule(early), kInvalidParameters);
+    if (early == DescError::kSender) p.error(kFfaDescSender, kDenied);
   }
   const uint32_t total = a.w1(), frag = a.w2();
   const uint64_t here = frag > r.ranges_off ? frag - r.ranges_off : 0;
@@ -284,12 +285,15 @@ bool send_args_ok(const World& w, const CallArgs& a, Plan& p) {
   } else {
     p.hits.pass(kFfaProxyMemArgs);
   }
-  // One fragmented send in flight.
-  if (w.proxy.frag.active) {
-    p.hits.broke(kFfaSpmcBusy, "fragmented send %#llx in flight", static_cast<unsigned long long>(w.proxy.frag.handle));
-    p.fail(kFfaSpmcBusy, {kBusy, kDenied, kInvalidParameters});
-  }
   if (p.failed) return false;
+  // PROFILE:ONE-SEND: with a fragmented send in flight the proxy may refuse a
+  // new send on its own (nothing changes), or relay it and return what EL3
+  // says (an SPMC that keeps one send in flight answers BUSY).
+  if (w.proxy.frag.active) {
+    p.hits.pass(kFfaProfileOneSend);
+    p.hits.note("fragmented send %#llx in flight", static_cast<unsigned long long>(w.proxy.frag.handle));
+    for (const int32_t code : {kBusy, kDenied, kInvalidParameters}) p.error(kFfaProfileOneSend, code);
+  }
   // A descriptor the SPMC cannot hold.
   if (total > kMaxDescBytes) {
     p.hits.broke(kFfaSpmcDescTooBig, "descriptor of %u bytes", total);
@@ -311,9 +315,24 @@ void expect_mem_send(const World& w, const CallArgs& a, MemKind kind, Plan& p) {
   RangeGuard g{p.hits, &p};
   fail_descriptor(parse_region(desc, total, layout_for(w.proxy.host_version), &r), g);
   if (p.failed) return;
+  // DESC:SENDER: INVALID_PARAMETERS (pKVM's reading) or DENIED (Hafnium's);
+  // the verdict's "gave" says which one the target chose.
   if (r.sender != kHostId) {
-    p.hits.broke(kFfaDescSender, "sender %#x", r.sender);
-    p.fail(kFfaDescSender, {kInvalidParameters});
+    p.hits.broke(kFfaDescSender, "sender %#x: INVALID_PARAMETERS or DENIED", r.sender);
+    p.fail(kFfaDescSender, {kInvalidParameters, kDenied});
+  }
+  // Where the spec leaves a Relayer free to refuse (DESC:FLAGS time slicing,
+  // DESC:COMPOSITE an offset that is 8 but not 16-byte aligned), refusing with
+  // INVALID_PARAMETERS and no change is allowed besides going on.
+  if (r.flags & kFlagTimeSlice) {
+    p.hits.pass(kFfaDescFlags);
+    p.hits.note("time-slicing flag: relayed or refused");
+    p.error(kFfaDescFlags, kInvalidParameters);
+  }
+  if (r.composite_off % kCompositeAlignStrict != 0) {
+    p.hits.pass(kFfaDescCompositeOffset);
+    p.hits.note("composite offset %u not 16-byte aligned: relayed or refused", r.composite_off);
+    p.error(kFfaDescCompositeOffset, kInvalidParameters);
   }
   // DESC:EP-COUNT: a Relayer may support a single borrower; refusing more is
   // allowed, with no change.

@@ -511,13 +511,18 @@ void Spmc::mem_send(MemKind kind, Reply& r) const {
     h.broke(kFfaSpmcDescTooBig, "descriptor of %u bytes", total);
     return r.error(kNoMemory);
   }
-  if (s.sending) {
-    h.broke(kFfaSpmcBusy, "a fragmented send is in flight");
+  // PROFILE:ONE-SEND: an SPMC configured for one send in flight answers BUSY;
+  // otherwise a whole send goes on (this model reassembles one send at a time,
+  // so a second fragmented one is BUSY either way).
+  if (s.sending && (cfg_.one_send_in_flight || frag < total)) {
+    h.broke(kFfaProfileOneSend, "a fragmented send is in flight");
     return r.error(kBusy);
   }
   if (r.tx.size() < frag) return r.error(kInvalidParameters);
+  // The reassembly buffer holds the fragmented send in flight: a whole send
+  // beside it (PROFILE:ONE-SEND off) is read from TX and not copied there.
   r.ans.send_from = 0;
-  r.ans.send_len = frag;
+  r.ans.send_len = s.sending ? 0 : frag;
   const std::span<const uint8_t> desc = r.tx.first(frag);
   if (frag < total) return start_send(kind, total, desc, r);
   const int32_t err = check_send(kind, desc, &h);

@@ -53,6 +53,9 @@ struct SpmcConfig {
   uint16_t sp_ids[kMaxSps] = {0x8001, 0x8002, 0, 0};
   uint32_t n_sps = 2;
   bool reclaim2 = true;           // implements FFA_MEM_RECLAIM2
+  // PROFILE:ONE-SEND: a new send while a fragmented one is in flight is BUSY
+  // (a choice of this machine's SPMC, not an FF-A requirement).
+  bool one_send_in_flight = true;
 };
 
 struct Transaction {

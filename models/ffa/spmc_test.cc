@@ -113,6 +113,50 @@ TEST_F(SpmcTest, FragmentsReassemble) {
   EXPECT_TRUE(spmc->page_held(kBase + 0x5000));
 }
 
+// PROFILE:ONE-SEND is a choice: an SPMC configured otherwise takes a whole
+// send while a fragmented one is in flight (a second fragmented one stays
+// BUSY: the model reassembles one at a time), and the first still completes.
+TEST_F(SpmcTest, OneSendInFlightIsAProfileChoice) {
+  SpmcConfig c;
+  c.ns_base = kBase;
+  c.ns_size = mem.size();
+  c.one_send_in_flight = false;
+  spmc->reset(c, mem, kBase);
+  call({kFnVersion, kVersion12});
+  call({kFnRxtxMap64, kTx, kRx, 1});
+  const uint32_t n = write_desc({{kBase, 1, 0}, {kBase + 0x4000, 2, 0}});
+  call({kFnMemShare64, n, n - 16});
+  ASSERT_EQ(out[0], kFnMemFragRx);
+  const uint64_t h = out[1] | out[2] << 32;
+  call({kFnMemShare64, n, n - 16});
+  EXPECT_EQ(error_code(out), kBusy);
+  share({{kBase + 0x10000, 1, 0}});
+  constituents({{kBase + 0x4000, 2, 0}});
+  call({kFnMemFragTx, h & 0xffffffff, h >> 32, 16, 0});
+  ASSERT_TRUE(is_success(out));
+  EXPECT_EQ(out[2] | out[3] << 32, h);
+}
+
+// DESC:ATTRS at the SPMC: a lend to one borrower with a memory type is
+// refused, without it lent; DESC:PERMS: NX on a v1.2 share is refused.
+TEST_F(SpmcTest, LendWithATypeAndShareWithNxAreRefused) {
+  DescSpec s;
+  s.layout = Layout::kV12;
+  const Constituent rs[] = {{kBase, 1, 0}};
+  s.ranges = rs;
+  s.n_ranges = 1;
+  uint32_t n = static_cast<uint32_t>(build_region(s, std::span<uint8_t>(tx(), 0x1000)));
+  call({kFnMemLend64, n, n});
+  EXPECT_EQ(error_code(out), kInvalidParameters);
+  s.receivers[0].perms = kPermDataRw | kPermInstrNx;
+  n = static_cast<uint32_t>(build_region(s, std::span<uint8_t>(tx(), 0x1000)));
+  call({kFnMemShare64, n, n});
+  EXPECT_EQ(error_code(out), kInvalidParameters);
+  n = write_desc({{kBase, 1, 0}}, MemKind::kLend);
+  call({kFnMemLend64, n, n});
+  EXPECT_TRUE(is_success(out));
+}
+
 TEST_F(SpmcTest, BadFragmentAbortsTheTransaction) {
   const uint32_t n = write_desc({{kBase, 1, 0}, {kBase + 0x4000, 2, 0}});
   call({kFnMemShare64, n, n - 16});
