@@ -63,6 +63,20 @@ def _rules_of(expected):
     return sorted({e.rsplit("[", 1)[1].rstrip("]") for e in expected})
 
 
+def _blamed(v):
+    """The rules a violation must name (oracles/oracle.h): those on whose forbidden side
+    the op was that license an allowed outcome, else those licensing an outcome of the
+    observed kind, else every licensing rule; plus any content rule the re-read broke."""
+    sides = dict((rule, side) for rule, side in v["rules"])
+    licensed = [(e.split()[0], e.rsplit("[", 1)[1].rstrip("]")) for e in v["expected"]]
+    rules = sorted({r for _, r in licensed if sides.get(r) == "forbidden"})
+    if not rules:
+        kind = v["observed"].split()[0]
+        rules = sorted({r for k, r in licensed if k == kind}) or _rules_of(v["expected"])
+    content = {r for r in v["violated"] if r.startswith("GMEM.CONTENT.")}
+    return sorted(set(rules) | content)
+
+
 # fault, and the ops where its lie can show: a faked mmap success the model may
 # allow (mmap "may fail" cases) is caught at the first access to the mapping.
 @pytest.mark.parametrize("fault,ops", [
@@ -81,5 +95,5 @@ def test_a_lying_target_is_caught_with_the_right_rule(tmp_path, clean_violations
     assert new, f"{fault}: no violation beyond those of the clean run"
     for v in new.values():
         assert v["call"].split()[0] in ops, f"{fault} blamed an op it did not touch: {v['call']}"
-        # The rules blamed are exactly those that licensed the outcomes the model allowed.
-        assert sorted(v["violated"]) == _rules_of(v["expected"])
+        # The rules blamed are exactly those the outcome breaks (oracles/oracle.h).
+        assert sorted(v["violated"]) == _blamed(v), v
