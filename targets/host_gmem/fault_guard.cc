@@ -70,62 +70,54 @@ void copy_out(volatile uint8_t* dst, const uint8_t* src, size_t n) {
 
 }  // namespace
 
-int guarded_load(const uint8_t* p, size_t len, size_t page_size, uint64_t* digest) {
-  std::vector<uint8_t> chunk(page_size);
+namespace {
+
+// Runs step(done, n) over [0, len) in chunks that end on page boundaries of the
+// addresses from base, with the fault handlers in place. Returns 0, or the
+// signal of the first faulting chunk (the steps before it have run).
+template <class Step>
+int guarded_chunks(uintptr_t base, size_t len, size_t page_size, Step step) {
   ScopedFaultHandlers handlers;
   sigjmp_buf landing;
-  uint64_t h = kFnvInit;
   size_t done = 0;
   // Locals changed after sigsetjmp are not read after a jump back to it.
   if (int sig = sigsetjmp(landing, 1); sig != 0) return sig;
   t_landing = &landing;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   while (done < len) {
-    size_t n = chunk_len(reinterpret_cast<uintptr_t>(p + done), len - done, page_size);
-    copy_in(chunk.data(), p + done, n);
-    h = fnv1a(std::span<const uint8_t>(chunk.data(), n), h);
+    size_t n = chunk_len(base + done, len - done, page_size);
+    step(done, n);
     done += n;
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_landing = nullptr;
-  *digest = h;
   return 0;
 }
 
+}  // namespace
+
+int guarded_load(const uint8_t* p, size_t len, size_t page_size, uint64_t* digest) {
+  std::vector<uint8_t> chunk(page_size);
+  uint64_t h = kFnvInit;
+  int sig = guarded_chunks(reinterpret_cast<uintptr_t>(p), len, page_size, [&](size_t done, size_t n) {
+    copy_in(chunk.data(), p + done, n);
+    h = fnv1a(std::span<const uint8_t>(chunk.data(), n), h);
+  });
+  if (sig == 0) *digest = h;
+  return sig;
+}
+
 int guarded_copy(uint8_t* dst, const uint8_t* src, size_t len, size_t page_size) {
-  ScopedFaultHandlers handlers;
-  sigjmp_buf landing;
-  size_t done = 0;
-  if (int sig = sigsetjmp(landing, 1); sig != 0) return sig;
-  t_landing = &landing;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  while (done < len) {
-    size_t n = chunk_len(reinterpret_cast<uintptr_t>(src + done), len - done, page_size);
-    copy_in(dst + done, src + done, n);
-    done += n;
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_landing = nullptr;
-  return 0;
+  return guarded_chunks(reinterpret_cast<uintptr_t>(src), len, page_size,
+                        [&](size_t done, size_t n) { copy_in(dst + done, src + done, n); });
 }
 
 int guarded_store(uint8_t* p, size_t len, size_t page_size, uint64_t seed) {
   std::vector<uint8_t> chunk(page_size);
-  ScopedFaultHandlers handlers;
-  sigjmp_buf landing;
-  size_t done = 0;
-  if (int sig = sigsetjmp(landing, 1); sig != 0) return sig;
-  t_landing = &landing;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  while (done < len) {
-    size_t n = chunk_len(reinterpret_cast<uintptr_t>(p + done), len - done, page_size);
+  return guarded_chunks(reinterpret_cast<uintptr_t>(p), len, page_size, [&](size_t done, size_t n) {
     fill_pattern(seed, done, std::span<uint8_t>(chunk.data(), n));
     copy_out(p + done, chunk.data(), n);
-    done += n;
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_landing = nullptr;
-  return 0;
+  });
 }
 
 }  // namespace kconform::host_gmem
