@@ -27,6 +27,7 @@ EXPECTED_KILLERS = {
     "04": "GMEM.WRITE.SHARED_ONLY", "05": "GMEM.LSEEK.SEEKABLE", "06": "GMEM.WRITE.FLAG_REQUIRED",
     "07": "GMEM.WRITE.SRC_FAULT", "08": "GMEM.WRITE.SRC_FAULT", "09": "GMEM.LSEEK.SEEKABLE",
     "10": "GMEM.MMAP.CONTENT", "11": "GMEM.TIMES.WRITE", "12": "GMEM.CONTENT.FOREIGN",
+    "13": "GMEM.CONCURRENT.LINEARIZABLE",
 }
 
 
@@ -42,7 +43,7 @@ def test_every_write_mutant_is_killed_inside_qemu(tmp_path):
     assert m["controls"]["reference"]["ok"], m["controls"]["reference"]
     survivors = [x["mutant"] for x in m["mutants"] if x["status"] != "killed"]
     assert r.returncode == 0 and not survivors, f"survivors: {survivors}\n{r.stderr[-2000:]}"
-    assert m["total"] >= 12
+    assert m["total"] >= 13
     by = {x["mutant"][:2]: x for x in m["mutants"]}
     for n, rule in EXPECTED_KILLERS.items():
         assert rule in by[n]["rules"], (n, by[n]["rules"])

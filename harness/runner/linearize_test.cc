@@ -282,7 +282,7 @@ TEST(RunLoop, RepeatsAndReportsTheFirstRunWithAViolation) {
   EXPECT_EQ(st.violations, 1u);
   ASSERT_EQ(seen.size(), 8u) << "one verdict per op";
   EXPECT_EQ(seen[5].second.verdict.kind, VerdictKind::kViolation);
-  EXPECT_EQ(seen[5].second.expected.note.rfind("repetition 3 of 4; no interleaving", 0), 0u)
+  EXPECT_EQ(seen[5].second.expected.note.rfind("repetition 3 of 4 (a forced window, HARNESS:WINDOW); no interleaving", 0), 0u)
       << seen[5].second.expected.note;
 }
 

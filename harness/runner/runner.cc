@@ -83,6 +83,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
           std::string& note = kept[i].expected.note;
           if (kept[i].verdict.kind == VerdictKind::kViolation)
             note = "repetition " + std::to_string(rep + 1) + " of " + std::to_string(s.repeat) +
+                   (forces_window(jitter_seed(s, rep)) ? " (a forced window, HARNESS:WINDOW)" : " (jitter only)") +
                    (note.empty() ? "" : "; ") + note;
           emit(i, kept[i]);
         }

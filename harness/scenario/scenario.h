@@ -81,12 +81,19 @@ inline bool uses_version2(const Scenario& s) {
 
 // The timing seed of run rep (0-based) of s: what a target varies its
 // concurrent groups' jitter by (Target::exec_group). The host runner and the
-// QEMU agent use the same one, so a run can be told again.
+// QEMU agent use the same one, so a run can be told again. Bit 0 is the
+// run's parity: the 1st, 3rd, ... runs force a race window (forces_window).
 inline uint64_t jitter_seed(const Scenario& s, uint32_t rep) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
   for (char c : s.name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  return h ^ (0x9e3779b97f4a7c15ull * (rep + 1ull));
+  return ((h ^ (0x9e3779b97f4a7c15ull * (rep + 1ull))) & ~1ull) | (rep & 1u);
 }
+
+// Whether the run with this timing seed holds a write's source page back in
+// the middle of the copy until the group's other threads are done or blocked
+// (models/gmem/SPEC.md HARNESS:WINDOW; targets/host_gmem/window.h). Runs
+// alternate: a forced window, then jitter only.
+inline bool forces_window(uint64_t seed) { return (seed & 1) == 0; }
 
 // Where a scenario came from, for error messages and verdict records.
 struct ScenarioSource {

@@ -12,13 +12,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <thread>
 
 #include "harness/scenario/gmem_abi.h"
 #include "targets/host_gmem/buffers.h"
 #include "targets/host_gmem/fault_guard.h"
 #include "targets/host_gmem/kvm_uapi.h"
+#include "targets/host_gmem/window.h"
 
 namespace kconform::host_gmem {
 namespace {
@@ -154,30 +157,74 @@ void spin(uint64_t n) {
 
 }  // namespace
 
+namespace {
+
+// The op of a group that runs with a forced window (window.h), set by its
+// thread around exec() of that op.
+struct WindowRequest {
+  GroupThreads* threads;
+  size_t self;
+};
+thread_local const WindowRequest* t_window = nullptr;
+
+// The first write of a group whose source can hold a page back: a whole
+// number of at least two pages, all readable, not beyond kMaxOpBytes.
+size_t window_op(const Scenario& s, size_t first, size_t last, size_t page) {
+  for (size_t i = first; i < last; ++i) {
+    const Op& op = s.ops[i];
+    const bool positional = op.code == gmem::kPwrite;
+    if (op.code != gmem::kWrite && !positional) continue;
+    const uint64_t* rest = positional ? op.args.data() + 2 : op.args.data() + 1;
+    const uint64_t len = rest[0], valid = rest[2];
+    if (len >= 2 * page && len % page == 0 && len <= kMaxOpBytes && valid >= len) return i;
+  }
+  return last;
+}
+
+}  // namespace
+
 void HostGmemTarget::exec_group(const Scenario& s, size_t first, size_t last, uint64_t seed, Outcome* out) {
   std::vector<uint8_t> ids;
   for (size_t i = first; i < last; ++i)
     if (std::find(ids.begin(), ids.end(), s.ops[i].thread) == ids.end()) ids.push_back(s.ops[i].thread);
-  if (!gmem_abi_ || ids.size() < 2) return Target::exec_group(s, first, last, seed, out);
+  if (!gmem_abi_ || ids.size() < 2 || ids.size() > GroupThreads::kMax)
+    return Target::exec_group(s, first, last, seed, out);
   FaultHandlers held;  // for the whole group (fault_guard.h)
+  GroupThreads threads;
+  threads.count = ids.size();
+  const size_t held_op = forces_window(seed) ? window_op(s, first, last, page_size_) : last;
+  threads.window = held_op < last ? GroupThreads::kPending : GroupThreads::kOver;
   std::atomic<size_t> ready{0};
   std::atomic<bool> go{false};
-  auto body = [&](uint8_t id) {
+  auto body = [&](size_t slot) {
+    const uint8_t id = ids[slot];
     uint64_t rng = seed ^ (0xd1b54a32d192ed03ull * id);
+    threads.tid[slot] = static_cast<int>(gettid());
     ready.fetch_add(1);
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    const bool holds = held_op < last && s.ops[held_op].thread == id;
+    if (held_op < last && !holds) {  // start once the write is held (or the window is over)
+      const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (threads.window.load() == GroupThreads::kPending && std::chrono::steady_clock::now() < bound)
+        std::this_thread::yield();
+    }
     for (size_t i = first; i < last; ++i) {
       if (s.ops[i].thread != id) continue;
       spin(next_random(rng) % 4096);  // up to a few microseconds
+      const WindowRequest request{&threads, slot};
+      t_window = i == held_op ? &request : nullptr;
       out[i - first] = exec(s, i);
+      t_window = nullptr;
+      if (i == held_op) threads.window = GroupThreads::kOver;
     }
+    threads.done[slot] = true;
   };
-  std::vector<std::thread> threads;
-  threads.reserve(ids.size());
-  for (uint8_t id : ids) threads.emplace_back(body, id);
+  std::vector<std::thread> workers;
+  workers.reserve(ids.size());
+  for (size_t slot = 0; slot < ids.size(); ++slot) workers.emplace_back(body, slot);
   while (ready.load() < ids.size()) std::this_thread::yield();
   go.store(true, std::memory_order_release);
-  for (std::thread& t : threads) t.join();
+  for (std::thread& t : workers) t.join();
 }
 
 // create_vm type
@@ -224,7 +271,14 @@ Outcome HostGmemTarget::op_write(const uint64_t* a, bool positional) {
   const uint8_t* src =
       build_source(area, len, seed, valid, page_size_, static_cast<uint8_t*>(dummy_page_));
   if (src == nullptr) return Outcome::err(ENOMEM);
-  return result(positional ? pwrite(fd, src, len, as_off(offset)) : write(fd, src, len));
+  RaceWindow window;  // a concurrent group's forced window: the middle page held back
+  if (t_window != nullptr &&
+      !window.arm(const_cast<uint8_t*>(src), len, page_size_, len / page_size_ / 2, t_window->threads,
+                  t_window->self))
+    t_window->threads->window = GroupThreads::kOver;  // no window: the others race it by jitter
+  Outcome o = result(positional ? pwrite(fd, src, len, as_off(offset)) : write(fd, src, len));
+  window.disarm();
+  return o;
 }
 
 // pwritev gmem, offset, len, iovcnt, pattern

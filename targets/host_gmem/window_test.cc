@@ -1,0 +1,118 @@
+// The forced race window (window.h) on ordinary files: a write whose source
+// page is held sleeps until the other threads are done or blocked, and the
+// bytes written are the source's.
+#include "targets/host_gmem/window.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace kconform::host_gmem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Source {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t len = 4 * page;
+  uint8_t* base = nullptr;
+  Source() {
+    base = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    for (size_t i = 0; i < len; ++i) base[i] = static_cast<uint8_t>(i * 7 + i / page);
+  }
+  ~Source() { munmap(base, len); }
+  std::vector<uint8_t> bytes() const { return {base, base + len}; }
+};
+
+std::vector<uint8_t> file_bytes(int fd, size_t len) {
+  std::vector<uint8_t> out(len);
+  EXPECT_EQ(pread(fd, out.data(), len, 0), static_cast<ssize_t>(len));
+  return out;
+}
+
+int new_file() { return memfd_create("kconform-window-test", MFD_CLOEXEC); }
+
+TEST(RaceWindow, AHeldWriteWaitsForTheOtherThreadsToFinish) {
+  Source src;
+  const std::vector<uint8_t> want = src.bytes();
+  int fd = new_file();
+  ASSERT_GE(fd, 0);
+  GroupThreads threads;
+  threads.count = 2;
+  RaceWindow w;
+  if (!w.arm(src.base, src.len, src.page, 2, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+  std::thread other([&] {
+    threads.tid[1] = static_cast<int>(gettid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // sleeping in S, not blocked
+    threads.done[1] = true;
+  });
+  const auto start = Clock::now();
+  ASSERT_EQ(pwrite(fd, src.base, src.len, 0), static_cast<ssize_t>(src.len));
+  const auto held = Clock::now() - start;
+  other.join();
+  w.disarm();
+  EXPECT_EQ(w.release(), RaceWindow::Release::kOthersDone);
+  EXPECT_GE(held, std::chrono::milliseconds(50));
+  EXPECT_EQ(file_bytes(fd, src.len), want);  // the held page was given back intact
+  close(fd);
+}
+
+TEST(RaceWindow, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
+  // The first write holds the file's inode lock while its copy sleeps on the
+  // held page; the second write to the same file blocks on that lock (state
+  // D), which the window sees: it lets go long before its bound.
+  Source src;
+  const std::vector<uint8_t> want = src.bytes();
+  int fd = new_file();
+  ASSERT_GE(fd, 0);
+  GroupThreads threads;
+  threads.count = 2;
+  RaceWindow w;
+  if (!w.arm(src.base, src.len, src.page, 1, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+  std::vector<uint8_t> other_bytes(src.page, 0x5a);
+  std::thread other([&] {
+    threads.tid[1] = static_cast<int>(gettid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the first write is asleep by now
+    EXPECT_EQ(pwrite(fd, other_bytes.data(), src.page, 0), static_cast<ssize_t>(src.page));
+    threads.done[1] = true;
+  });
+  const auto start = Clock::now();
+  ASSERT_EQ(pwrite(fd, src.base, src.len, 0), static_cast<ssize_t>(src.len));
+  const auto held = Clock::now() - start;
+  other.join();
+  w.disarm();
+  EXPECT_EQ(w.release(), RaceWindow::Release::kOthersBlocked);
+  EXPECT_LT(held, std::chrono::milliseconds(240));
+  // Serialised by the lock: the big write first, then the one-page write.
+  std::vector<uint8_t> got = file_bytes(fd, src.len);
+  EXPECT_EQ(std::memcmp(got.data(), other_bytes.data(), src.page), 0);
+  EXPECT_EQ(std::memcmp(got.data() + src.page, want.data() + src.page, src.len - src.page), 0);
+  close(fd);
+}
+
+TEST(RaceWindow, AWriteThatNeverReachesThePageIsNotHeld) {
+  Source src;
+  int fd = new_file();
+  ASSERT_GE(fd, 0);
+  GroupThreads threads;
+  threads.count = 2;
+  RaceWindow w;
+  if (!w.arm(src.base, src.len, src.page, 3, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+  ASSERT_EQ(pwrite(fd, src.base, src.page, 0), static_cast<ssize_t>(src.page));  // page 0 only
+  w.disarm();
+  EXPECT_EQ(w.release(), RaceWindow::Release::kNotHeld);
+  close(fd);
+}
+
+TEST(RaceWindow, ARunningOrUnknownThreadIsNotBlocked) {
+  EXPECT_FALSE(thread_blocked_in_kernel(static_cast<int>(gettid())));  // running: R
+  EXPECT_FALSE(thread_blocked_in_kernel(1 << 30));                      // no such thread
+}
+
+}  // namespace
+}  // namespace kconform::host_gmem
