@@ -435,6 +435,14 @@ TEST(FfaModel, El3ReclaimReplyLiesAllowOnlyErrors) {
       EXPECT_EQ(a.state, shared) << lie;
     }
   }
+  // MBOX:RX-RELEASE: a FRAG_TX of a bad length still hands the proxy its RX,
+  // which it gives back: the next reclaim may succeed (not only BUSY).
+  Play again(p, scenario(p, kFull, sh + "el3_misbehave kind=CHUNK_FRAG_LEN value=0x100000000\nmem_reclaim handle=0\n"
+                                         "mem_reclaim handle=0"));
+  ASSERT_TRUE(again.play(again.s.ops.size() - 1));
+  bool ok = false;
+  for (const Allowed& a : again.expect_last().allowed) ok |= a.regs[0] != kFnError;
+  EXPECT_TRUE(ok) << "RX given back after a zero-length FRAG_TX";
 }
 
 // PKVM:MBOX: the hypervisor maps its pair with the SPMC when the host maps
