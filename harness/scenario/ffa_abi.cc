@@ -28,7 +28,16 @@ constexpr NamedValue kFaults[] = {{"ERROR", static_cast<uint64_t>(Fault::kError)
                                   {"FRAG_LEN", static_cast<uint64_t>(Fault::kFragLen)},
                                   {"BOGUS_DESC", static_cast<uint64_t>(Fault::kBogusDesc)},
                                   {"SHORT_COUNT", static_cast<uint64_t>(Fault::kShortCount)},
-                                  {"LONG_COUNT", static_cast<uint64_t>(Fault::kLongCount)}};
+                                  {"LONG_COUNT", static_cast<uint64_t>(Fault::kLongCount)},
+                                  {"RESP_TOTAL_LEN", static_cast<uint64_t>(Fault::kRespTotalLen)},
+                                  {"CHUNK_FRAG_LEN", static_cast<uint64_t>(Fault::kChunkFragLen)},
+                                  {"CHUNK_FID", static_cast<uint64_t>(Fault::kChunkFid)},
+                                  {"FRAG_STALL", static_cast<uint64_t>(Fault::kFragStall)},
+                                  {"RESP_COMPOSITE_OFF", static_cast<uint64_t>(Fault::kRespCompositeOff)},
+                                  {"RESP_RANGE_COUNT", static_cast<uint64_t>(Fault::kRespRangeCount)},
+                                  {"RESP_EMAD_OFF", static_cast<uint64_t>(Fault::kRespEmadOff)},
+                                  {"RESP_CONSTITUENT", static_cast<uint64_t>(Fault::kRespConstituent)},
+                                  {"MAX_FRAG", static_cast<uint64_t>(Fault::kMaxFrag)}};
 constexpr NamedValue kFids[] = {
     {"VERSION", kFnVersion},          {"FEATURES", kFnFeatures},
     {"RX_RELEASE", kFnRxRelease},     {"RXTX_MAP_32", kFnRxtxMap32},

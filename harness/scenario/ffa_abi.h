@@ -18,6 +18,17 @@ enum class Fault : uint8_t {
   kBogusDesc = 3,   // the next descriptor written to RX has constituent 0 at address `value`
   kShortCount = 4,  // the next RECLAIM2 reclaims and reports only `value` pages (if fewer than asked)
   kLongCount = 5,   // the next RECLAIM2 reports `value` pages more than it reclaimed
+  // The reclaim path's retrieve response (models/ffa/SPEC.md HARNESS:EL3). Chunk k of
+  // a response: k = 0 the RETRIEVE_RESP, k >= 1 the k-th FRAG_TX answering FRAG_RX.
+  kRespTotalLen = 6,       // the next RETRIEVE_RESP reports total length `value` (w1)
+  kChunkFragLen = 7,       // chunk value[63:32] reports fragment length value[31:0] (w2 / FRAG_TX w3)
+  kChunkFid = 8,           // chunk value[63:32] is answered with function ID value[31:0] (x0)
+  kFragStall = 9,          // from chunk `value` (>= 1) of the next response on, FRAG_TX reports length 0, no progress
+  kRespCompositeOff = 10,  // the next response's endpoint 0 composite offset is `value`
+  kRespRangeCount = 11,    // the next response's composite address-range count is `value`
+  kRespEmadOff = 12,       // the next response's endpoint-array offset (v1.1+ header) is `value`
+  kRespConstituent = 13,   // the next response's constituent value[63:48] is at address value[47:0]
+  kMaxFrag = 14,           // not a lie, persistent: responses in chunks of at most `value` bytes (0: a mailbox)
 };
 
 

@@ -394,6 +394,57 @@ TEST(FfaModel, El3ErrorOnReclaimLeavesPagesShared) {
   }
 }
 
+// PKVM:DISTRUST on the reclaim path (HARNESS:EL3): a four-constituent share
+// whose retrieve response (v1.2: 160 bytes) comes in three chunks (MAX_FRAG 64); a lie in any
+// field of any reply allows only errors with stage-2 as it was (a proxy that
+// reclaims anyway is rejected), and without a lie the reclaim succeeds.
+TEST(FfaModel, El3ReclaimReplyLiesAllowOnlyErrors) {
+  const ProxyProfile p = profile(4096, false);
+  const std::string sh = "tx_mem_desc ranges=" +
+                         R({{0x80010000, 1}, {0x80012000, 1}, {0x80020000, 1}, {0x80030000, 1}}) +
+                         "\nmem_share\nel3_misbehave kind=MAX_FRAG value=64\n";
+  const uint64_t shared = Play(p, scenario(p, kFull, sh)).final_state();
+  {
+    Play run(p, scenario(p, kFull, sh + "mem_reclaim handle=0"));
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1));
+    bool ok = false;
+    for (const Allowed& a : run.expect_last().allowed) ok |= a.regs[0] != kFnError;
+    EXPECT_TRUE(ok) << "three chunks, no lie: the reclaim may succeed";
+  }
+  const char* lies[] = {
+      "RESP_TOTAL_LEN value=64",          "RESP_TOTAL_LEN value=112",
+      "RESP_TOTAL_LEN value=176",         "RESP_TOTAL_LEN value=0",
+      "CHUNK_FRAG_LEN value=0",           "CHUNK_FRAG_LEN value=0x1010",
+      "CHUNK_FRAG_LEN value=0x100000000", "CHUNK_FRAG_LEN value=0x100001010",
+      "CHUNK_FRAG_LEN value=0x100000070", "CHUNK_FRAG_LEN value=0x200000030",
+      "FRAG_STALL value=1",               "FRAG_STALL value=2",
+      "CHUNK_FID value=0x84000061",       "CHUNK_FID value=0x184000061",
+      "CHUNK_FID value=0x284000075",      "RESP_COMPOSITE_OFF value=160",
+      "RESP_COMPOSITE_OFF value=32",      "RESP_COMPOSITE_OFF value=0xfffffff0",
+      "RESP_RANGE_COUNT value=5",         "RESP_RANGE_COUNT value=1",
+      "RESP_RANGE_COUNT value=0x10000000", "RESP_EMAD_OFF value=0x1000",
+      "RESP_EMAD_OFF value=0",            "RESP_CONSTITUENT value=0x3000080038000",
+  };
+  for (const char* lie : lies) {
+    Play run(p, scenario(p, kFull, sh + "el3_misbehave kind=" + lie + "\nmem_reclaim handle=0"));
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << lie;
+    const auto& allowed = run.expect_last().allowed;
+    EXPECT_FALSE(allowed.empty()) << lie;
+    for (const Allowed& a : allowed) {
+      EXPECT_EQ(a.regs[0], kFnError) << lie;
+      EXPECT_EQ(a.state, shared) << lie;
+    }
+  }
+  // MBOX:RX-RELEASE: a FRAG_TX of a bad length still hands the proxy its RX,
+  // which it gives back: the next reclaim may succeed (not only BUSY).
+  Play again(p, scenario(p, kFull, sh + "el3_misbehave kind=CHUNK_FRAG_LEN value=0x100000000\nmem_reclaim handle=0\n"
+                                         "mem_reclaim handle=0"));
+  ASSERT_TRUE(again.play(again.s.ops.size() - 1));
+  bool ok = false;
+  for (const Allowed& a : again.expect_last().allowed) ok |= a.regs[0] != kFnError;
+  EXPECT_TRUE(ok) << "RX given back after a zero-length FRAG_TX";
+}
+
 // PKVM:MBOX: the hypervisor maps its pair with the SPMC when the host maps
 // its own and unmaps it with the host's; a reclaim needs it.
 TEST(FfaModel, ReclaimNeedsTheHostMailboxBecauseThePairIsMappedLazily) {

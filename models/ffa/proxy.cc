@@ -260,7 +260,8 @@ void Plan::relay(const Relay& r, uint64_t out[kNumRegs], Hits* hits_to) {
   }
   if (ans.respond >= 0) {
     const Transaction& t = probe_.overlay.slot == ans.respond ? probe_.changed : w.spmc.slot(ans.respond);
-    w.spmc.build_response(t, ans.respond_layout, ans.bogus, ans.bogus_address, probe_.response);
+    w.spmc.build_response(t, ans.respond_layout, ans.bogus, ans.bogus_address, probe_.response, ans.lie,
+                          ans.lie_value);
     probe_.response_built = true;
   }
   if (ans.rx_chunk && w.spmc.phys(ans.after.rx_pa, ans.rx_len)) {

@@ -38,7 +38,13 @@ uint32_t retrieve_region(const World& w, uint64_t handle, Layout l, uint64_t out
     uint64_t next[kNumRegs];
     p.relay(Relay::call({kFnMemFragRx, handle_lo(handle), handle_hi(handle), got, 0}), next, nullptr);
     len = w32(next[3]);
-    if (fid_of(next) != kFnMemFragTx || len == 0 || len > total - got || len > mbox) return 0;
+    if (fid_of(next) != kFnMemFragTx) return 0;
+    if (len == 0 || len > total - got || len > mbox) {
+      // A FRAG_TX gives the proxy its RX as a RETRIEVE_RESP does: given back
+      // whatever its length says (PKVM:DISTRUST, MBOX:RX-RELEASE).
+      p.relay(Relay::call({kFnRxRelease}), unused, nullptr);
+      return 0;
+    }
   }
 }
 

@@ -112,6 +112,8 @@ void SpmcAnswer::reset(const SpmcSession& s) {
   send_from = send_len = 0;
   respond = -1;
   bogus = false;
+  lie = Fault::kNone;
+  lie_value = 0;
   rx_chunk = rx_partitions = false;
 }
 
@@ -265,15 +267,28 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
 }
 
 uint32_t Spmc::build_response(const Transaction& t, Layout l, bool bogus, uint64_t bogus_address,
-                              std::span<uint8_t> out) const {
+                              std::span<uint8_t> out, Fault lie, uint64_t lie_value) const {
   Constituent runs[kMaxRanges];
   const uint32_t n = unreclaimed_runs(t, runs);
   const DescSpec s = response_spec(t, l, runs, n);
   const uint32_t len = static_cast<uint32_t>(build_region(s, out));
-  if (bogus) {
-    MemRegion r;
-    parse_region(out.first(len), len, l, &r, /*transmission=*/false);
-    put_u64(out, r.ranges_off, bogus_address);
+  MemRegion r;
+  parse_region(out.first(len), len, l, &r, /*transmission=*/false);
+  if (bogus) put_u64(out, r.ranges_off, bogus_address);
+  // HARNESS:EL3: one field of the response lies (the rest is the truth). The
+  // composite offset is endpoint 0's (+4), the range count the composite's (+4),
+  // the endpoint-array offset the v1.1+ header's (+32).
+  const uint32_t v32 = static_cast<uint32_t>(lie_value);
+  switch (lie) {
+    case Fault::kRespCompositeOff: put_u32(out, r.ep_mem_offset + 4, v32); break;
+    case Fault::kRespRangeCount: put_u32(out, r.composite_off + 4, v32); break;
+    case Fault::kRespEmadOff:
+      if (l != Layout::kV10) put_u32(out, 32, v32);
+      break;
+    case Fault::kRespConstituent:
+      put_u64(out, r.ranges_off + uint64_t{kConstituentSize} * (lie_value >> 48), lie_value & ((1ull << 48) - 1));
+      break;
+    default: break;
   }
   return len;
 }
@@ -334,7 +349,8 @@ void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, cons
 void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
   for (uint32_t i = 0; i < ans.send_len && i < tx.size(); ++i) buf_[ans.send_from + i] = tx[i];
   if (ans.respond >= 0)
-    build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address, {resp_, kMaxDescBytes});
+    build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address, {resp_, kMaxDescBytes},
+                   ans.lie, ans.lie_value);
   if (ans.rx_chunk)
     if (uint8_t* rx = phys_mut(ans.after.rx_pa, ans.rx_len))
       for (uint32_t i = 0; i < ans.rx_len; ++i) rx[i] = resp_[ans.rx_from + i];
@@ -590,8 +606,13 @@ void Spmc::frag_tx(Reply& r) const {
 
 void Spmc::retrieve_chunk(Reply& r, bool first) const {
   SpmcSession& s = r.s();
-  const uint32_t len = static_cast<uint32_t>(
-      s.mbox_bytes < s.resp_len - s.resp_sent ? s.mbox_bytes : s.resp_len - s.resp_sent);
+  uint64_t max = s.mbox_bytes;
+  if (s.max_frag != 0 && s.max_frag < max) max = s.max_frag;
+  uint32_t len = static_cast<uint32_t>(max < s.resp_len - s.resp_sent ? max : s.resp_len - s.resp_sent);
+  const uint32_t chunk = first ? 0 : s.resp_chunk + 1;
+  s.resp_chunk = chunk;
+  // HARNESS:EL3 FRAG_STALL: the chunk says 0 bytes and the SPMC stays where it is.
+  if (!first && s.resp_stall_from != 0 && chunk >= s.resp_stall_from) len = 0;
   r.ans.rx_chunk = true;
   r.ans.rx_from = s.resp_sent;
   r.ans.rx_len = len;
@@ -610,6 +631,14 @@ void Spmc::retrieve_chunk(Reply& r, bool first) const {
   if (s.fault == Fault::kFragLen) {
     s.fault = Fault::kNone;
     r.ans.out[first ? 2 : 3] = s.fault_value & kW32;
+  }
+  // HARNESS:EL3: the chunk-indexed lies fire on their chunk only.
+  if ((s.fault == Fault::kChunkFragLen || s.fault == Fault::kChunkFid) && (s.fault_value >> 32) == chunk) {
+    if (s.fault == Fault::kChunkFragLen)
+      r.ans.out[first ? 2 : 3] = s.fault_value & kW32;
+    else
+      r.ans.out[0] = s.fault_value & kW32;
+    s.fault = Fault::kNone;
   }
 }
 
@@ -655,11 +684,31 @@ void Spmc::retrieve_req(Reply& r) const {
     r.ans.bogus = true;
     r.ans.bogus_address = s.fault_value;
   }
+  s.resp_stall_from = 0;
+  switch (s.fault) {
+    case Fault::kRespCompositeOff:
+    case Fault::kRespRangeCount:
+    case Fault::kRespEmadOff:
+    case Fault::kRespConstituent:
+      r.ans.lie = s.fault;
+      r.ans.lie_value = s.fault_value;
+      s.fault = Fault::kNone;
+      break;
+    case Fault::kFragStall:
+      s.resp_stall_from = s.fault_value == 0 ? 1 : static_cast<uint32_t>(s.fault_value);
+      s.fault = Fault::kNone;
+      break;
+    default: break;
+  }
   s.resp_handle = t->handle;
   s.resp_sent = 0;
   s.resp_active = true;
   r.h.pass(kFfaSpmcRetrieveHyp);
   retrieve_chunk(r, true);
+  if (s.fault == Fault::kRespTotalLen) {
+    s.fault = Fault::kNone;
+    r.ans.out[1] = s.fault_value & kW32;
+  }
 }
 
 // --- Reclaiming ---------------------------------------------------------------------------

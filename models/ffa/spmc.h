@@ -105,6 +105,11 @@ struct SpmcSession {
   uint32_t resp_len = 0, resp_sent = 0;
   Fault fault = Fault::kNone;
   uint64_t fault_value = 0;
+  // HARNESS:EL3 on the reclaim path: chunks of the response in flight sent so
+  // far (0: only the RETRIEVE_RESP), the chunk from which FRAG_TX stalls (0:
+  // never), and the largest chunk (MAX_FRAG; 0: a mailbox).
+  uint32_t resp_chunk = 0, resp_stall_from = 0;
+  uint32_t max_frag = 0;
 };
 
 // A transaction table seen with one slot replaced (what a decided but not yet
@@ -132,6 +137,9 @@ struct SpmcAnswer {
   Layout respond_layout = Layout::kV12;
   bool bogus = false;
   uint64_t bogus_address = 0;
+  // ... with one field of it a lie (HARNESS:EL3: kResp*, kNone: none) ...
+  Fault lie = Fault::kNone;
+  uint64_t lie_value = 0;
   // ... and response[rx_from, rx_from + rx_len) written into RX.
   bool rx_chunk = false;
   uint32_t rx_from = 0, rx_len = 0;
@@ -164,6 +172,10 @@ class Spmc {
   void sp_relinquish(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits* hits = nullptr);
   void answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& ans) const;
   void arm(Fault f, uint64_t value) {
+    if (f == Fault::kMaxFrag) {  // a setting, not a one-shot lie
+      session_.max_frag = value > 0xffffffffu ? 0 : static_cast<uint32_t>(value);
+      return;
+    }
     session_.fault = f;
     session_.fault_value = value;
   }
@@ -173,9 +185,10 @@ class Spmc {
   // changing anything. desc is the whole descriptor.
   int32_t check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits) const;
   // The retrieve response describing t's pages not yet reclaimed (in layout
-  // l; constituent 0 at bogus_address if bogus) written into out; its length.
+  // l; constituent 0 at bogus_address if bogus; one field a lie if lie is a
+  // kResp* fault) written into out; its length.
   uint32_t build_response(const Transaction& t, Layout l, bool bogus, uint64_t bogus_address,
-                          std::span<uint8_t> out) const;
+                          std::span<uint8_t> out, Fault lie = Fault::kNone, uint64_t lie_value = 0) const;
   // The response of the retrieve exchange in flight (what FFA_MEM_FRAG_RX sends).
   std::span<const uint8_t> response() const { return {resp_, kMaxDescBytes}; }
   // The Normal world's TX buffer as last mapped (empty if not in memory).

@@ -1,7 +1,9 @@
 // Unit tests of the SPMC model driven directly by SMCs: share -> reclaim,
 // fragments, hypervisor retrieve, borrower retrieve, RECLAIM2 partial
 // sequences against one FFA_MEM_RECLAIM, and the misbehaviour knob.
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -286,6 +288,131 @@ TEST_F(SpmcTest, FaultsAreOneShot) {
   spmc->arm(Fault::kLongCount, 5);
   EXPECT_EQ(reclaim2(h, 0, 1, 0, 2), 7u);
   EXPECT_EQ(spmc->find(h), nullptr);
+}
+
+// HARNESS:EL3 reclaim path: MAX_FRAG splits a retrieve response into chunks
+// (RETRIEVE_RESP, then FRAG_TX per FRAG_RX), and each reply lie changes the one
+// field it names on the chunk it names.
+class SpmcRetrieveTest : public SpmcTest {
+ protected:
+  // v1.2 response of 3 constituents: 48 + 32 + 16 + 3 x 16 = 144 bytes.
+  uint64_t share3() { return share({{kBase, 1, 0}, {kBase + 0x2000, 1, 0}, {kBase + 0x4000, 1, 0}}); }
+  void request(uint64_t h) {
+    std::fill(tx(), tx() + 48, 0);
+    put_u64(std::span<uint8_t>(tx(), 48), 8, h);
+    call({kFnMemRetrieveReq64, 48, 48});
+  }
+  // Reads the whole response chunk by chunk; the replies' (x0, length) in order.
+  std::vector<std::pair<uint64_t, uint64_t>> fetch(uint64_t h, std::vector<uint8_t>* bytes = nullptr) {
+    std::vector<std::pair<uint64_t, uint64_t>> replies;
+    request(h);
+    uint32_t got = 0;
+    for (int i = 0; i < 8; ++i) {
+      const bool first = i == 0;
+      const uint64_t len = first ? out[2] : out[3];
+      replies.push_back({out[0], len});
+      if (out[0] != (first ? kFnMemRetrieveResp : kFnMemFragTx)) break;
+      if (bytes) bytes->insert(bytes->end(), rx(), rx() + std::min<uint64_t>(len, 0x1000));
+      got += static_cast<uint32_t>(len);
+      call({kFnRxRelease});
+      if (got >= 144) break;
+      call({kFnMemFragRx, h & 0xffffffff, h >> 32, got});
+    }
+    return replies;
+  }
+};
+
+TEST_F(SpmcRetrieveTest, MaxFragSplitsTheResponse) {
+  const uint64_t h = share3();
+  spmc->arm(Fault::kMaxFrag, 64);
+  EXPECT_EQ(spmc->armed(), Fault::kNone);  // a setting, not a one-shot fault
+  std::vector<uint8_t> bytes;
+  const auto replies = fetch(h, &bytes);
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0], std::make_pair(uint64_t{kFnMemRetrieveResp}, uint64_t{64}));
+  EXPECT_EQ(replies[1], std::make_pair(uint64_t{kFnMemFragTx}, uint64_t{64}));
+  EXPECT_EQ(replies[2], std::make_pair(uint64_t{kFnMemFragTx}, uint64_t{16}));
+  MemRegion r;
+  ASSERT_EQ(parse_region(bytes, 144, Layout::kV12, &r, false), DescError::kOk);
+  EXPECT_EQ(r.range_count, 3u);
+  // Without the setting the response is one chunk again.
+  spmc->arm(Fault::kMaxFrag, 0);
+  EXPECT_EQ(fetch(h).size(), 1u);
+}
+
+TEST_F(SpmcRetrieveTest, ChunkLiesHitTheirChunkOnly) {
+  const uint64_t h = share3();
+  spmc->arm(Fault::kMaxFrag, 64);
+  spmc->arm(Fault::kChunkFragLen, (uint64_t{2} << 32) | 32);
+  auto replies = fetch(h);
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[1].second, 64u);
+  EXPECT_EQ(replies[2].second, 32u);  // the lie; the truth is 16
+  EXPECT_EQ(spmc->armed(), Fault::kNone);
+  spmc->arm(Fault::kChunkFid, (uint64_t{1} << 32) | kFnSuccess32);
+  replies = fetch(h);
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[1].first, uint64_t{kFnSuccess32});
+  call({kFnRxRelease});
+  spmc->arm(Fault::kRespTotalLen, 0x100000);
+  request(h);
+  EXPECT_EQ(out[1], 0x100000u);
+  EXPECT_EQ(out[2], 64u);
+}
+
+TEST_F(SpmcRetrieveTest, FragStallNeverAdvances) {
+  const uint64_t h = share3();
+  spmc->arm(Fault::kMaxFrag, 64);
+  spmc->arm(Fault::kFragStall, 1);
+  request(h);
+  call({kFnRxRelease});
+  for (int i = 0; i < 3; ++i) {
+    call({kFnMemFragRx, h & 0xffffffff, h >> 32, 64});
+    ASSERT_EQ(out[0], kFnMemFragTx);
+    EXPECT_EQ(out[3], 0u);
+    call({kFnRxRelease});
+  }
+  // A new exchange is not stalled.
+  EXPECT_EQ(fetch(h).size(), 3u);
+}
+
+TEST_F(SpmcRetrieveTest, DescriptorLiesChangeOneField) {
+  const uint64_t h = share3();
+  std::vector<uint8_t> truth;
+  fetch(h, &truth);
+  MemRegion r;
+  ASSERT_EQ(parse_region(truth, 144, Layout::kV12, &r, false), DescError::kOk);
+  const struct {
+    Fault f;
+    uint64_t value;
+    uint32_t off;
+    uint64_t want;  // the u32 (or u64 for a constituent) now at off
+  } cases[] = {
+      {Fault::kRespCompositeOff, 0xfffffff0, r.ep_mem_offset + 4, 0xfffffff0},
+      {Fault::kRespRangeCount, 7, r.composite_off + 4, 7},
+      {Fault::kRespEmadOff, 0x1000, 32, 0x1000},
+      {Fault::kRespConstituent, (uint64_t{2} << 48) | 0x80038000, r.ranges_off + 32, 0x80038000},
+  };
+  for (const auto& c : cases) {
+    spmc->arm(c.f, c.value);
+    std::vector<uint8_t> lie;
+    fetch(h, &lie);
+    ASSERT_EQ(lie.size(), truth.size());
+    uint64_t v = 0;
+    if (c.f == Fault::kRespConstituent)
+      get_u64(lie, c.off, &v);
+    else {
+      uint32_t v32 = 0;
+      get_u32(lie, c.off, &v32);
+      v = v32;
+    }
+    EXPECT_EQ(v, c.want) << static_cast<int>(c.f);
+    uint32_t diff = 0;
+    for (size_t i = 0; i < lie.size(); ++i) diff += lie[i] != truth[i];
+    EXPECT_GE(diff, 1u);
+    EXPECT_LE(diff, 8u) << static_cast<int>(c.f);  // that field only
+    EXPECT_EQ(spmc->armed(), Fault::kNone);
+  }
 }
 
 TEST_F(SpmcTest, NonFfaAndUnknownCalls) {
