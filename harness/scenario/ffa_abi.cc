@@ -28,7 +28,14 @@ constexpr NamedValue kFaults[] = {{"ERROR", static_cast<uint64_t>(Fault::kError)
                                   {"FRAG_LEN", static_cast<uint64_t>(Fault::kFragLen)},
                                   {"BOGUS_DESC", static_cast<uint64_t>(Fault::kBogusDesc)},
                                   {"SHORT_COUNT", static_cast<uint64_t>(Fault::kShortCount)},
-                                  {"LONG_COUNT", static_cast<uint64_t>(Fault::kLongCount)}};
+                                  {"LONG_COUNT", static_cast<uint64_t>(Fault::kLongCount)},
+                                  {"FRAG_RX_OFFSET", static_cast<uint64_t>(Fault::kFragRxOffset)},
+                                  {"FRAG_RX_HANDLE", static_cast<uint64_t>(Fault::kFragRxHandle)},
+                                  {"FRAG_RX_RESERVED", static_cast<uint64_t>(Fault::kFragRxReserved)},
+                                  {"EARLY_SUCCESS", static_cast<uint64_t>(Fault::kEarlySuccess)},
+                                  {"FRAG_RX_WHOLE", static_cast<uint64_t>(Fault::kFragRxWhole)},
+                                  {"PART_COUNT", static_cast<uint64_t>(Fault::kPartCount)},
+                                  {"PART_SIZE", static_cast<uint64_t>(Fault::kPartSize)}};
 constexpr NamedValue kFids[] = {
     {"VERSION", kFnVersion},          {"FEATURES", kFnFeatures},
     {"RX_RELEASE", kFnRxRelease},     {"RXTX_MAP_32", kFnRxtxMap32},

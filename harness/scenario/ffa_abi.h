@@ -18,6 +18,15 @@ enum class Fault : uint8_t {
   kBogusDesc = 3,   // the next descriptor written to RX has constituent 0 at address `value`
   kShortCount = 4,  // the next RECLAIM2 reclaims and reports only `value` pages (if fewer than asked)
   kLongCount = 5,   // the next RECLAIM2 reports `value` pages more than it reclaimed
+  // 20-29: replies on the send path and to FFA_PARTITION_INFO_GET (SPEC.md
+  // HARNESS:EL3). EL3's state is what the call really did; only its reply lies.
+  kFragRxOffset = 20,    // the next FFA_MEM_FRAG_RX answering SHARE/LEND/FRAG_TX says offset `value`
+  kFragRxHandle = 21,    // ... names the handle XOR `value`
+  kFragRxReserved = 22,  // ... has `value` in the reserved (MBZ) w5
+  kEarlySuccess = 23,    // the next FFA_MEM_FRAG_RX answering SHARE/LEND/FRAG_TX is FFA_SUCCESS(handle) instead
+  kFragRxWhole = 24,     // the next FFA_SUCCESS answering SHARE/LEND/FRAG_TX is FFA_MEM_FRAG_RX(handle, `value`)
+  kPartCount = 25,       // the next FFA_PARTITION_INFO_GET that writes RX reports count `value`
+  kPartSize = 26,        // ... reports descriptor size `value`
 };
 
 
