@@ -13,11 +13,11 @@
 //     in flight, when pages are legitimately shared before EL3 holds them).
 //     Reported by the op that breaks it, under the rule that op's function
 //     ID violates by doing so (stale_share_rule / early_unshare_rule). Not
-//     reported by a host call that consumed an armed el3_misbehave fault: a
-//     stateless proxy that believes EL3's lie (another transaction's shared
-//     page in a retrieve response, a send EL3 completed but called
-//     unfinished) leaves stage-2 and EL3 disagreeing, and the model judges
-//     that op's stage-2 exactly (SPEC.md PKVM:DISTRUST).
+//     reported by a host call (but RECLAIM2) that consumed an armed
+//     el3_misbehave fault: a stateless proxy that believes EL3's lie
+//     (another transaction's shared page in a retrieve response, a send EL3
+//     completed but called unfinished) leaves stage-2 and EL3 disagreeing,
+//     and the model judges that op's stage-2 exactly (SPEC.md PKVM:DISTRUST).
 //  I3 The hypervisor's pages stay the hypervisor's, and no SPMC transaction
 //     holds a page outside host memory (FFA.PROXY.HOST_MEMORY, PKVM:OWNERSHIP).
 //  I4 (handlers that implement FFA_MEM_RECLAIM2 only) The proxy does not relay
@@ -354,9 +354,10 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, const std::vec
   // PKVM:DISTRUST: a RECLAIM2 count EL3 got wrong (an armed fault consumed) may
   // be refused with stage-2 untouched, which leaves what EL3 did reclaim shared
   // ("safe, but leaked", reclaim2/README.md): not a stale share of the proxy's.
-  // A host call that consumed an armed fault: the disagreement is the lie's
+  // A host call other than RECLAIM2 (whose count faults keep their own rule
+  // above) that consumed an armed fault: the disagreement is the lie's
   // (PKVM:DISTRUST); the model judged this op's stage-2 exactly.
-  if (host_call && fault_fired_) {
+  if (host_call && fault_fired_ && fid != F::kReclaim2.fid) {
     stale.clear();
     early.clear();
   }
