@@ -92,6 +92,9 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     json violated = json::array();
     for (RuleId id : verdict.violated) violated.push_back(rule_info(id).id);
     r["violated"] = violated;
+    // Robustness against an environment the scenario made misbehave (an
+    // injected EL3 fault) or conformance (oracles/README.md).
+    r["class"] = expected.robustness ? "robustness" : "conformance";
     if (!expected.note.empty()) r["note"] = expected.note;
     if (adopted) r["adopted"] = true;
   } else if (verdict.kind == VerdictKind::kUnchecked && !expected.note.empty()) {

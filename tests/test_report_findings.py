@@ -448,3 +448,30 @@ def test_the_fuzz_runner_skips_what_run_reports_unsupported(fuzz_host, engine, t
     env = dict(os.environ, KCONFORM_FUZZ_BASELINE="", KCONFORM_FUZZ_KNOWN_RULES="")
     r = subprocess.run([str(fuzz_host), str(case)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "SUMMARY" not in r.stderr, r.stderr[-2000:]
+
+
+def test_robustness_findings_have_their_own_section_in_every_form():
+    """A violation under an injected EL3 fault ("class": "robustness" in its record) is
+    reported apart from conformance findings, in the text, JSON, KTAP and JUnit forms."""
+    lines = stream(("ffa/el3/a", "violation", ["FFA.R2.X"], ["error [FFA.R2.X]"], ""),
+                   ("ffa/el3/b", "violation", ["FFA.R2.X"], ["error [FFA.R2.X]"], ""),
+                   target="el2", release="7.3.4-4k", profile="ffa-4k")
+    recs = [json.loads(x) for x in lines]
+    recs[3]["class"] = "robustness"
+    run = read_stream([json.dumps(r) for r in recs], "s")
+    assert [f.finding_class for f in run.findings] == ["conformance", "robustness"]
+    rules = ffa_rules()
+    buf = io.StringIO()
+    report.print_table(Console(file=buf, width=400), run, rules, [])
+    text = buf.getvalue()
+    conf, rob = text.index("conformance findings (1)"), text.index("robustness findings")
+    assert conf < text.index("ffa/el3/a") < rob < text.index("ffa/el3/b"), text
+    doc = json.loads(report.to_json([run], rules, [], 1))
+    assert [f["class"] for f in doc["runs"][0]["findings"]] == ["conformance", "robustness"]
+    assert doc["runs"][0]["classes"] == {"conformance": 1, "robustness": 1}
+    ktap = report.to_ktap([run], rules)
+    assert "ffa/el3/b" in ktap and "[robustness]" in ktap and "# robustness findings" in ktap
+    assert "== robustness findings" in report.to_junit([run], rules)
+    recs[3]["class"] = "bogus"
+    with pytest.raises(Exception, match="field 'class'"):
+        read_stream([json.dumps(r) for r in recs], "s")

@@ -411,5 +411,27 @@ TEST(CrashMarker, SanitizerReportExitsWithCrashCode) {
 #endif
 #endif
 
+// Issue 13: a violation under an injected EL3 fault is labelled robustness,
+// one without conformance (the record's "class"); a retrieve response naming
+// another transaction's shared page (a lie a stateless proxy cannot tell)
+// breaks neither the model nor invariant I2 on the stock handler.
+TEST_F(El2Ffa, FindingsUnderAnEl3FaultAreRobustness) {
+  std::vector<LoadedScenario> el3 = runnable(load(std::string(KC_CORPUS_DIR) + "/ffa/el3_send.kcs"),
+                                             target_->identity().cap_bits);
+  for (const LoadedScenario& ls : load(std::string(KC_CORPUS_DIR) + "/ffa/el3_misbehave.kcs"))
+    if (ls.scenario.name == "ffa/el3/reclaim-bogus-other-share-" + sfx()) el3.push_back(ls);
+  el3.push_back(named(runnable(all_, target_->identity().cap_bits), "ffa/smoke/reclaim2-features"));
+  RunResult r = run(*target_, *model_, target_.get(), el3);
+  std::map<std::string, std::string> cls;  // scenario -> class of its violation
+  for (const json& rec : r.ops)
+    if (rec["verdict"] == "violation") cls[rec["scenario"]] = rec["class"];
+  EXPECT_EQ(cls["ffa/el3send/whole-share-frag-rx-" + sfx()], "robustness");
+  EXPECT_EQ(cls["ffa/el3send/partinfo-count-wrap-" + sfx()], "robustness");
+  EXPECT_EQ(cls["ffa/el3send/first-handle-" + sfx()], "conformance");  // the op after the lie
+  EXPECT_EQ(cls.count("ffa/el3/reclaim-bogus-other-share-" + sfx()), 0u);
+  EXPECT_EQ(cls.count("ffa/el3send/tx-offset-" + sfx()), 0u);
+  if (!reclaim2()) EXPECT_EQ(cls["ffa/smoke/reclaim2-features-" + sfx()], "conformance");
+}
+
 }  // namespace
 }  // namespace kconform::el2

@@ -37,7 +37,14 @@ constexpr NamedValue kFaults[] = {{"ERROR", static_cast<uint64_t>(Fault::kError)
                                   {"RESP_RANGE_COUNT", static_cast<uint64_t>(Fault::kRespRangeCount)},
                                   {"RESP_EMAD_OFF", static_cast<uint64_t>(Fault::kRespEmadOff)},
                                   {"RESP_CONSTITUENT", static_cast<uint64_t>(Fault::kRespConstituent)},
-                                  {"MAX_FRAG", static_cast<uint64_t>(Fault::kMaxFrag)}};
+                                  {"MAX_FRAG", static_cast<uint64_t>(Fault::kMaxFrag)},
+                                  {"FRAG_RX_OFFSET", static_cast<uint64_t>(Fault::kFragRxOffset)},
+                                  {"FRAG_RX_HANDLE", static_cast<uint64_t>(Fault::kFragRxHandle)},
+                                  {"FRAG_RX_RESERVED", static_cast<uint64_t>(Fault::kFragRxReserved)},
+                                  {"EARLY_SUCCESS", static_cast<uint64_t>(Fault::kEarlySuccess)},
+                                  {"FRAG_RX_WHOLE", static_cast<uint64_t>(Fault::kFragRxWhole)},
+                                  {"PART_COUNT", static_cast<uint64_t>(Fault::kPartCount)},
+                                  {"PART_SIZE", static_cast<uint64_t>(Fault::kPartSize)}};
 constexpr NamedValue kFids[] = {
     {"VERSION", kFnVersion},          {"FEATURES", kFnFeatures},
     {"RX_RELEASE", kFnRxRelease},     {"RXTX_MAP_32", kFnRxtxMap32},

@@ -29,6 +29,15 @@ enum class Fault : uint8_t {
   kRespEmadOff = 12,       // the next response's endpoint-array offset (v1.1+ header) is `value`
   kRespConstituent = 13,   // the next response's constituent value[63:48] is at address value[47:0]
   kMaxFrag = 14,           // not a lie, persistent: responses in chunks of at most `value` bytes (0: a mailbox)
+  // 20-29: replies on the send path and to FFA_PARTITION_INFO_GET (SPEC.md
+  // HARNESS:EL3). EL3's state is what the call really did; only its reply lies.
+  kFragRxOffset = 20,    // the next FFA_MEM_FRAG_RX answering SHARE/LEND/FRAG_TX says offset `value`
+  kFragRxHandle = 21,    // ... names the handle XOR `value`
+  kFragRxReserved = 22,  // ... has `value` in the reserved (MBZ) w5
+  kEarlySuccess = 23,    // the next FFA_MEM_FRAG_RX answering SHARE/LEND/FRAG_TX is FFA_SUCCESS(handle) instead
+  kFragRxWhole = 24,     // the next FFA_SUCCESS answering SHARE/LEND/FRAG_TX is FFA_MEM_FRAG_RX(handle, `value`)
+  kPartCount = 25,       // the next FFA_PARTITION_INFO_GET that writes RX reports count `value`
+  kPartSize = 26,        // ... reports descriptor size `value`
 };
 
 

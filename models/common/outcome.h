@@ -89,11 +89,17 @@ struct Expectation {
   std::vector<Allowed> allowed;
   std::vector<RuleHit> hits;
   std::string note;  // optional model diagnostic shown with a violation
+  // The op ran under a fault injected into the target's environment (FF-A:
+  // an el3_misbehave fault it consumed) or is judged by a rule that exists
+  // only for such faults: a violation is about robustness against a
+  // misbehaving environment, not conformance (the verdict's "class").
+  bool robustness = false;
 
   void clear() {
     allowed.clear();
     hits.clear();
     note.clear();
+    robustness = false;
   }
 };
 

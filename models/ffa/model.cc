@@ -87,7 +87,11 @@ class FfaModel final : public Model {
     uint64_t in[kCallRegs];
     host_regs(op, in);
     const Plan& plan = *plan_;
+    const Fault armed = world_->spmc.armed();
     expect_call(*world_, in, *plan_);
+    // HARNESS:EL3: the call consumed the armed fault (or is judged by the
+    // rule that exists for EL3's faults): robustness, not conformance.
+    out.robustness = armed != Fault::kNone && plan.el3_armed() != armed;
     uint64_t post[kMaxVariants] = {};
     for (uint32_t v = 0; v < plan.n_effects(); ++v) post[v] = digest_after(*world_, plan, v);
     for (uint32_t k = 0; k < plan.n_alts(); ++k) {
@@ -108,6 +112,7 @@ class FfaModel final : public Model {
           seen = true;
         }
       if (!seen) out.hits.push_back({h.rule, h.forbidden});
+      if (h.rule == kFfaProxyEl3Fault) out.robustness = true;
     }
     if (plan.hits.text()[0]) out.note = plan.hits.text();
   }

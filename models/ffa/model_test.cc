@@ -443,6 +443,88 @@ TEST(FfaModel, El3ReclaimReplyLiesAllowOnlyErrors) {
   bool ok = false;
   for (const Allowed& a : again.expect_last().allowed) ok |= a.regs[0] != kFnError;
   EXPECT_TRUE(ok) << "RX given back after a zero-length FRAG_TX";
+// HARNESS:EL3 reply faults on the send path and PARTITION_INFO_GET
+// (PKVM:DISTRUST): what the proxy can tell is a lie must end in an error with
+// nothing left shared; relaying it is rejected. What a stateless proxy cannot
+// tell may be relayed. Every such op is labelled robustness.
+TEST(FfaModel, El3SendReplyFaultsNeedAnErrorWhereTheProxyCanTell) {
+  const ProxyProfile p = profile(4096, false);
+  const std::string two = "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\n";
+  struct Case {
+    std::string body;
+    uint64_t relayed_x0;
+  } cases[] = {
+      {"el3_misbehave kind=FRAG_RX_WHOLE value=0x60\n" + share(0x80010000, 1), kFnMemFragRx},
+      {"el3_misbehave kind=FRAG_RX_OFFSET value=0x40\n" + two + "mem_share frag_len=112", kFnMemFragRx},
+      {"el3_misbehave kind=FRAG_RX_RESERVED value=1\n" + two + "mem_share frag_len=112", kFnMemFragRx},
+      {"el3_misbehave kind=EARLY_SUCCESS value=0\n" + two + "mem_share frag_len=112", kFnSuccess32},
+  };
+  for (const Case& c : cases) {
+    // The faulted call, then a share of its first page: the proxy must relay
+    // it (the page is the host's again), not refuse it as already shared.
+    Play run(p, scenario(p, kFull, c.body + "\n" + share(0x80010000, 1)));
+    const size_t faulted = run.s.ops.size() - 3;
+    ASSERT_TRUE(run.play(faulted)) << run.error;
+    Expectation e;
+    run.m->expect(run.s, faulted, e);
+    EXPECT_TRUE(e.robustness) << c.body;
+    ASSERT_FALSE(e.allowed.empty()) << c.body;
+    for (const Allowed& a : e.allowed) EXPECT_EQ(a.regs[0], kFnError) << c.body;
+    Outcome relayed = pick(e.allowed[0]);
+    relayed.regs[0] = c.relayed_x0;
+    EXPECT_EQ(judge(e, relayed).kind, VerdictKind::kViolation) << c.body;
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation next = run.expect_last();
+    for (const RuleHit& h : next.hits)
+      EXPECT_FALSE(h.rule == kFfaProxyHostMemory && h.forbidden) << c.body << ": page left shared";
+  }
+}
+
+TEST(FfaModel, El3SendReplyFaultsAStatelessProxyCannotTellMayBeRelayed) {
+  const ProxyProfile p = profile(4096, false);
+  const std::string three =
+      "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}, {0x80030000, 1}}) +
+      "\nmem_share frag_len=112\ntx_constituents offset=0 ranges=" + R1(0x80020000, 1) + "\n";
+  // A wrong offset on a middle fragment: EL3's FFA_MEM_FRAG_RX relayed as it is, or an error.
+  Play run(p, scenario(p, kFull, three + "el3_misbehave kind=FRAG_RX_OFFSET value=0x10\nmem_frag_tx handle=0 frag_len=16"));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  Expectation e = run.expect_last();
+  EXPECT_TRUE(e.robustness);
+  bool relay = false, error = false;
+  for (const Allowed& a : e.allowed) {
+    relay |= a.regs[0] == kFnMemFragRx && a.regs[3] == 0x10;
+    error |= a.regs[0] == kFnError;
+  }
+  EXPECT_TRUE(relay && error);
+  // The same FFA_MEM_FRAG_RX naming another handle than the host's: an error only.
+  Play bad(p, scenario(p, kFull, three + "el3_misbehave kind=FRAG_RX_HANDLE value=0x10\nmem_frag_tx handle=0 frag_len=16"));
+  ASSERT_TRUE(bad.play(bad.s.ops.size() - 1)) << bad.error;
+  for (const Allowed& a : bad.expect_last().allowed) EXPECT_EQ(a.regs[0], kFnError);
+  // Without a fault the same call is conformance.
+  Play plain(p, scenario(p, kFull, three + "mem_frag_tx handle=0 frag_len=16"));
+  ASSERT_TRUE(plain.play(plain.s.ops.size() - 1)) << plain.error;
+  EXPECT_FALSE(plain.expect_last().robustness);
+}
+
+TEST(FfaModel, PartitionCountTimesSizePastTheMailboxIsAnError) {
+  const ProxyProfile p = profile(4096, false);
+  // 0x0aaaaaab x 24 = 2^32 + 8: past the mailbox, though 8 in 32-bit arithmetic.
+  for (const char* fault : {"PART_COUNT value=0x0aaaaaab", "PART_SIZE value=0x80000004", "PART_COUNT value=0x1000"}) {
+    Play run(p, scenario(p, kFull, std::string("el3_misbehave kind=") + fault + "\npartition_info_get"));
+    ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation e = run.expect_last();
+    EXPECT_TRUE(e.robustness);
+    for (const Allowed& a : e.allowed) EXPECT_EQ(a.regs[0], kFnError) << fault;
+    Outcome ok = pick(e.allowed[0]);
+    ok.regs[0] = kFnSuccess32;
+    EXPECT_EQ(judge(e, ok).kind, VerdictKind::kViolation) << fault;
+  }
+  // A count that fits: relayed (w2 as EL3 said) or refused.
+  Play fits(p, scenario(p, kFull, "el3_misbehave kind=PART_COUNT value=1\npartition_info_get"));
+  ASSERT_TRUE(fits.play(fits.s.ops.size() - 1));
+  bool relayed = false;
+  for (const Allowed& a : fits.expect_last().allowed) relayed |= a.regs[0] == kFnSuccess32 && a.regs[2] == 1;
+  EXPECT_TRUE(relayed);
 }
 
 // PKVM:MBOX: the hypervisor maps its pair with the SPMC when the host maps

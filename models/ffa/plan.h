@@ -20,7 +20,7 @@
 namespace kconform::ffa {
 
 inline constexpr uint32_t kMaxAlts = 64;      // outcomes one variant lists (more are dropped)
-inline constexpr uint32_t kMaxVariants = 2;
+inline constexpr uint32_t kMaxVariants = 3;  // e.g. a relayed lie of EL3's, or refused two ways
 inline constexpr uint32_t kMaxRelays = 16;    // calls to EL3 in one host call
 inline constexpr int8_t kUnchanged = -1;
 

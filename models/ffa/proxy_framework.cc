@@ -97,6 +97,9 @@ void expect_id_get(const World&, const CallArgs&, Plan& p) {
   p.success(kFfaIdGet, kX0 | kX2, kHostId, 0, true);
 }
 
+// FFA_PARTITION_INFO_GET v1.0 descriptor size (v1.0 does not report it in w3).
+constexpr uint64_t kPartInfoSizeV10 = 8;
+
 void expect_partition_info(const World& w, const CallArgs& a, Plan& p) {
   const SpmcConfig& c = w.spmc.config();
   const uint32_t want[4] = {a.w1(), a.w2(), a.w3(), a.w4()};
@@ -127,6 +130,28 @@ void expect_partition_info(const World& w, const CallArgs& a, Plan& p) {
     }
   }
   if (p.failed) return;
+  const Fault armed = w.spmc.armed();
+  if (!count_only && (armed == Fault::kPartCount || armed == Fault::kPartSize)) {
+    // HARNESS:EL3 PART_COUNT / PART_SIZE: EL3's reply lies about what its RX
+    // holds (PKVM:DISTRUST). The proxy copies count x size bytes into the
+    // host's RX: more than the mailbox must end in an error, nothing copied;
+    // a lie that fits may be relayed as EL3 said, or refused.
+    uint64_t out[kNumRegs];
+    p.relay(Relay::call({a.fid(), a.w1(), a.w2(), a.w3(), a.w4(), a.w5()}), out, nullptr);
+    const uint64_t count = w32(out[2]);
+    const uint64_t size = w.proxy.host_version >= kVersion11 ? w32(out[3]) : kPartInfoSizeV10;
+    const uint64_t bytes = count * size, mbox = w.profile->mbox_bytes();
+    p.hits.add(kFfaProxyEl3Fault, bytes > mbox);
+    p.hits.note("EL3 reports %llu partitions of %llu bytes, %llu bytes for a %llu-byte mailbox",
+                static_cast<unsigned long long>(count), static_cast<unsigned long long>(size),
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(mbox));
+    p.any_error(kFfaProxyEl3Fault, false);
+    if (bytes > mbox) return;
+    p.fork();
+    p.mailbox().rx_held = true;
+    p.success(kFfaProxyEl3Fault, kX0 | kX2, count);
+    return;
+  }
   if (!count_only) p.mailbox().rx_held = true;
   p.success(kFfaPartitionInfo, kX0 | kX2, n);
 }

@@ -125,6 +125,9 @@ std::span<const uint8_t> copy_host_tx(const World& w, uint32_t len, Plan& p) {
 
 RuleId send_ok_rule(MemKind kind) { return kind == MemKind::kLend ? kFfaProxyLendAsShare : kFfaProxyShareOk; }
 
+// HARNESS:EL3: whether the fault armed before the relays (`before`) fired in them.
+bool el3_lied(Fault before, const Plan& p) { return before != Fault::kNone && p.el3_armed() == Fault::kNone; }
+
 // A whole descriptor: what the SPMC would say and what pKVM checks itself,
 // then the relay (PKVM:SHARE, PKVM:LEND, PKVM:ATOMIC).
 void send_whole(const World& w, const CallArgs& a, MemKind kind, std::span<const uint8_t> desc, const MemRegion& r,
@@ -143,7 +146,18 @@ void send_whole(const World& w, const CallArgs& a, MemKind kind, std::span<const
   if (p.failed) return;
   const uint32_t total = a.w1(), frag = a.w2();
   uint64_t out[kNumRegs];
+  const Fault armed = p.el3_armed();
   p.relay(Relay::call_with_host_tx(frag, {a.fid(), total, frag, 0, 0}), out, &p.hits);
+  if (!is_success(out) && !is_error(out) && el3_lied(armed, p)) {
+    // PKVM:DISTRUST: EL3 answered a whole send with something other than
+    // FFA_SUCCESS or FFA_ERROR (HARNESS:EL3 FRAG_RX_WHOLE). The proxy knows the
+    // send was whole: an error, and nothing of it stays shared (EL3 may hold
+    // the pages; the proxy cannot know, SPEC.md PKVM:DISTRUST).
+    p.hits.add(kFfaProxyEl3Fault, true);
+    p.hits.note("EL3 answered a whole send with %#llx", static_cast<unsigned long long>(out[0]));
+    p.any_error(kFfaProxyEl3Fault, false);
+    return;
+  }
   if (!is_success(out)) {
     // EL3 refused after the proxy's checks: nothing stays shared.
     p.hits.pass(kFfaProxyRollback);
@@ -180,7 +194,20 @@ void send_first_fragment(const World& w, const CallArgs& a, MemKind kind, std::s
   take_ranges(w, frag_bytes, r.ranges_off, static_cast<uint32_t>(here / kConstituentSize), list, g);
   if (p.failed) return;
   uint64_t out[kNumRegs];
+  const Fault armed = p.el3_armed();
   p.relay(Relay::call_with_host_tx(frag, {a.fid(), total, frag, 0, 0}), out, &p.hits);
+  const bool lied = el3_lied(armed, p);
+  if (lied && !is_error(out) && (fid_of(out) != kFnMemFragRx || w32(out[3]) != frag || out[5] != 0)) {
+    // PKVM:DISTRUST: a reply the proxy can tell is wrong from what it sent
+    // (HARNESS:EL3 EARLY_SUCCESS, FRAG_RX_OFFSET, FRAG_RX_RESERVED): an error,
+    // and nothing of the send stays shared (EL3 keeps it in flight).
+    p.hits.add(kFfaProxyEl3Fault, true);
+    p.hits.note("EL3 answered a first fragment of %u bytes with %#llx, w3 %#llx, w5 %#llx", frag,
+                static_cast<unsigned long long>(out[0]), static_cast<unsigned long long>(out[3]),
+                static_cast<unsigned long long>(out[5]));
+    p.any_error(kFfaProxyEl3Fault, false);
+    return;
+  }
   if (fid_of(out) != kFnMemFragRx) {
     p.error(kFfaProxyRollback, el3_error(out), false);
     return;
@@ -201,6 +228,18 @@ void send_first_fragment(const World& w, const CallArgs& a, MemKind kind, std::s
   p.select(lazy);
   p.exact(kFfaProxyFragment, regs, kX0 | kX1 | kX2 | kX3, false);
   p.hits.pass(kFfaProxyFragState);
+  if (lied) {
+    // HARNESS:EL3 FRAG_RX_HANDLE: a stateless proxy cannot tell EL3's handle
+    // is wrong (PKVM:DISTRUST): relaying it (above) or refusing with nothing
+    // shared are both allowed.
+    p.hits.add(kFfaProxyEl3Fault, false);
+    p.hits.note("EL3 reply fault fired; handle %#llx relayed or refused",
+                static_cast<unsigned long long>(handle_of(out[1], out[2])));
+    p.fork();
+    p.frag().active = false;
+    p.frag().n = 0;
+    p.any_error(kFfaProxyEl3Fault, false);
+  }
 }
 
 // A bad later fragment: the proxy may refuse it alone (everything as it was)
@@ -241,6 +280,34 @@ void relay_fragment(const World& w, uint64_t handle, uint32_t frag, const RangeL
     p.error(kFfaProxyRollback, error_code(out), false);
     return;
   }
+  if (armed != Fault::kNone && p.el3_armed() == Fault::kNone) {
+    // A reply fault fired (HARNESS:EL3 20-24), PKVM:DISTRUST. What the proxy
+    // can check without state (FFA_MEM_FRAG_RX naming another handle than the
+    // host's, a reserved register set) must end the call with an error; what
+    // only the earlier fragments would tell (the offset, whether this was the
+    // last fragment) it may relay as EL3 said, or refuse as well. An error
+    // rolls back every page of the send, or (a stateless proxy has lost the
+    // earlier fragments) this fragment's only; EL3 may still hold them.
+    const bool detectable =
+        fid_of(out) == kFnMemFragRx && (handle_of(out[1], out[2]) != handle || out[5] != 0);
+    p.hits.add(kFfaProxyEl3Fault, detectable);
+    p.hits.note("EL3 answered a fragment with %#llx, handle %#llx, w3 %#llx, w5 %#llx: %s",
+                static_cast<unsigned long long>(out[0]), static_cast<unsigned long long>(handle_of(out[1], out[2])),
+                static_cast<unsigned long long>(out[3]), static_cast<unsigned long long>(out[5]),
+                detectable ? "an error" : "relayed or an error");
+    const uint32_t relayed = detectable ? 0 : p.fork();
+    p.fork();  // this fragment undone only
+    p.frag().active = false;
+    p.frag().n = 0;
+    p.any_error(kFfaProxyEl3Fault, false);
+    p.select(0);  // every page of the send rolled back
+    if (fs.eager) p.set_ranges(w.proxy.frag_ranges, fs.n, PageView::kOwned);
+    p.frag().active = false;
+    p.frag().n = 0;
+    p.any_error(kFfaProxyEl3Fault, false);
+    if (detectable) return;
+    p.select(relayed);
+  }
   FragSend& f = p.frag();
   f.n = list.size();
   f.received += frag;
@@ -248,7 +315,8 @@ void relay_fragment(const World& w, uint64_t handle, uint32_t frag, const RangeL
     // More to come: EL3 says how much it has.
     p.add_frag_ranges(list.added, list.n_added);
     if (fs.eager) p.set_ranges(list.added, list.n_added, PageView::kSharedFfa);
-    const uint64_t regs[kCallRegs] = {kFnMemFragRx, out[1], out[2], f.received};
+    // (what EL3 said it has, when a reply fault made it lie)
+    const uint64_t regs[kCallRegs] = {kFnMemFragRx, out[1], out[2], p.el3_armed() != armed ? out[3] : f.received};
     p.exact(kFfaProxyFragment, regs, kX0 | kX1 | kX2 | kX3, false);
     p.hits.pass(kFfaProxyFragState);
     return;

@@ -67,6 +67,47 @@ DescSpec response_spec(const Transaction& t, Layout l, const Constituent* runs, 
   return s;
 }
 
+// HARNESS:EL3 faults 20-24: EL3's reply to a forwarded SHARE/LEND/FRAG_TX
+// lies; what the call did at EL3 stays as decided. Returns whether the armed
+// fault fired (it is then disarmed by the caller).
+bool lie_about_send(Fault f, uint64_t value, uint64_t out[]) {
+  const bool frag_rx = fid_of(out) == kFnMemFragRx;
+  const bool success = fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64;
+  switch (f) {
+    case Fault::kFragRxOffset:
+      if (!frag_rx) return false;
+      out[3] = value & kW32;
+      return true;
+    case Fault::kFragRxHandle:
+      if (!frag_rx) return false;
+      set_handle_regs(out, 1, handle_of(out[1], out[2]) ^ value);
+      return true;
+    case Fault::kFragRxReserved:
+      if (!frag_rx) return false;
+      out[5] = value & kW32;
+      return true;
+    case Fault::kEarlySuccess: {
+      if (!frag_rx) return false;
+      const uint64_t h = handle_of(out[1], out[2]);
+      for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = 0;
+      out[0] = kFnSuccess32;
+      set_handle_regs(out, 2, h);
+      return true;
+    }
+    case Fault::kFragRxWhole: {
+      if (!success) return false;
+      const uint64_t h = handle_of(out[2], out[3]);
+      for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = 0;
+      out[0] = kFnMemFragRx;
+      set_handle_regs(out, 1, h);
+      out[3] = value & kW32;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void set_error(uint64_t out[], int32_t code) {
@@ -330,12 +371,12 @@ void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, cons
     case kFnRxtxUnmap: return rxtx_unmap(r);
     case kFnRxRelease: return rx_release(r);
     case kFnMemShare32:
-    case kFnMemShare64: return mem_send(MemKind::kShare, r);
+    case kFnMemShare64: mem_send(MemKind::kShare, r); return lie(r);
     case kFnMemLend32:
-    case kFnMemLend64: return mem_send(MemKind::kLend, r);
+    case kFnMemLend64: mem_send(MemKind::kLend, r); return lie(r);
     case kFnMemDonate32:
-    case kFnMemDonate64: return mem_send(MemKind::kDonate, r);
-    case kFnMemFragTx: return frag_tx(r);
+    case kFnMemDonate64: mem_send(MemKind::kDonate, r); return lie(r);
+    case kFnMemFragTx: frag_tx(r); return lie(r);
     case kFnMemFragRx: return frag_rx(r);
     case kFnMemRetrieveReq32:
     case kFnMemRetrieveReq64: return retrieve_req(r);
@@ -344,6 +385,10 @@ void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, cons
       if (fid == kReclaim2.fid && cfg_.reclaim2) return reclaim2(r);
       return r.error(kNotSupported);
   }
+}
+
+void Spmc::lie(Reply& r) const {
+  if (lie_about_send(r.s().fault, r.s().fault_value, r.ans.out)) r.s().fault = Fault::kNone;
 }
 
 void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
@@ -445,6 +490,11 @@ void Spmc::partition_info_get(Reply& r) const {
     r.s().rx_full = true;
   }
   r.success(n, v11 ? size : 0);
+  // HARNESS:EL3 PART_COUNT / PART_SIZE: the reply lies about what RX holds.
+  if (!(flags & kPartitionInfoCountOnly) && (r.s().fault == Fault::kPartCount || r.s().fault == Fault::kPartSize)) {
+    r.ans.out[r.s().fault == Fault::kPartCount ? 2 : 3] = r.s().fault_value & kW32;
+    r.s().fault = Fault::kNone;
+  }
 }
 
 void Spmc::rxtx_map(Reply& r) const {

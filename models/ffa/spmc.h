@@ -226,6 +226,7 @@ class Spmc {
   void mem_send(MemKind kind, Reply& r) const;
   void start_send(MemKind kind, uint32_t total, std::span<const uint8_t> frag, Reply& r) const;
   void frag_tx(Reply& r) const;
+  void lie(Reply& r) const;  // HARNESS:EL3 send-path reply faults
   void frag_rx(Reply& r) const;
   void retrieve_req(Reply& r) const;
   void retrieve_chunk(Reply& r, bool first) const;

@@ -415,6 +415,68 @@ TEST_F(SpmcRetrieveTest, DescriptorLiesChangeOneField) {
   }
 }
 
+// HARNESS:EL3 20-26: only the reply lies; EL3's state is what the call did.
+TEST_F(SpmcTest, SendReplyFaultsChangeOnlyTheReply) {
+  const uint32_t n = write_desc({{kBase, 1, 0}, {kBase + 0x4000, 2, 0}});
+  spmc->arm(Fault::kFragRxWhole, 0x40);
+  call({kFnIdGet});
+  EXPECT_EQ(spmc->armed(), Fault::kFragRxWhole);  // not a send: still armed
+  call({kFnMemShare64, n, n - 16});                 // FRAG_RX anyway: not consumed
+  ASSERT_EQ(out[0], kFnMemFragRx);
+  EXPECT_EQ(spmc->armed(), Fault::kFragRxWhole);
+  const uint64_t h = out[1] | out[2] << 32;
+  constituents({{kBase + 0x4000, 2, 0}});
+  call({kFnMemFragTx, h & 0xffffffff, h >> 32, 16, 0});
+  ASSERT_EQ(out[0], kFnMemFragRx);  // the lie: FRAG_RX although complete
+  EXPECT_EQ(out[1] | out[2] << 32, h);
+  EXPECT_EQ(out[3], 0x40u);
+  EXPECT_EQ(spmc->armed(), Fault::kNone);
+  ASSERT_NE(spmc->find(h), nullptr);
+  EXPECT_TRUE(spmc->find(h)->complete);  // the truth
+
+  uint64_t at = kBase + 0x10000;
+  for (const auto& [f, v] : {std::pair{Fault::kFragRxOffset, uint64_t{0x20}}, {Fault::kFragRxHandle, uint64_t{1}},
+                             {Fault::kFragRxReserved, uint64_t{7}}, {Fault::kEarlySuccess, uint64_t{0}}}) {
+    at += 0x10000;
+    const uint32_t m = write_desc({{at, 1, 0}, {at + 0x4000, 1, 0}});
+    spmc->arm(f, v);
+    call({kFnMemShare64, m, m - 16});
+    EXPECT_EQ(spmc->armed(), Fault::kNone);
+    const Transaction* t = spmc->find(spmc->session().send_handle);
+    ASSERT_NE(t, nullptr);
+    EXPECT_FALSE(t->complete);  // in flight, whatever the reply says
+    const uint64_t real = t->handle;
+    if (f == Fault::kEarlySuccess) {
+      EXPECT_TRUE(is_success(out));
+      EXPECT_EQ(out[2] | out[3] << 32, real);
+    } else {
+      ASSERT_EQ(out[0], kFnMemFragRx);
+      EXPECT_EQ(out[3], f == Fault::kFragRxOffset ? 0x20u : m - 16);
+      EXPECT_EQ(out[1] | out[2] << 32, f == Fault::kFragRxHandle ? real ^ 1 : real);
+      EXPECT_EQ(out[5], f == Fault::kFragRxReserved ? 7u : 0u);
+    }
+    constituents({{at + 0x4000, 1, 0}});
+    call({kFnMemFragTx, real & 0xffffffff, real >> 32, 16, 0});
+    ASSERT_TRUE(is_success(out));
+  }
+}
+
+TEST_F(SpmcTest, PartitionInfoFaultsLieAboutCountAndSize) {
+  spmc->arm(Fault::kPartCount, 0x1000);
+  call({kFnPartitionInfoGet, 0, 0, 0, 0, 1});  // count only: RX unused, not consumed
+  EXPECT_EQ(out[2], 2u);
+  EXPECT_EQ(spmc->armed(), Fault::kPartCount);
+  call({kFnPartitionInfoGet});
+  EXPECT_EQ(out[2], 0x1000u);
+  EXPECT_EQ(out[3], 24u);
+  call({kFnRxRelease});
+  spmc->arm(Fault::kPartSize, 0x10000);
+  call({kFnPartitionInfoGet});
+  EXPECT_EQ(out[2], 2u);
+  EXPECT_EQ(out[3], 0x10000u);
+  EXPECT_EQ(spmc->armed(), Fault::kNone);
+}
+
 TEST_F(SpmcTest, NonFfaAndUnknownCalls) {
   call({0x84000000});  // PSCI_VERSION
   EXPECT_EQ(out[0], ~0ull);

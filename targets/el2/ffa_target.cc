@@ -12,7 +12,12 @@
 //     (skipped in the "shared => held" direction while a fragmented send is
 //     in flight, when pages are legitimately shared before EL3 holds them).
 //     Reported by the op that breaks it, under the rule that op's function
-//     ID violates by doing so (stale_share_rule / early_unshare_rule).
+//     ID violates by doing so (stale_share_rule / early_unshare_rule). Not
+//     reported by a host call (but RECLAIM2) that consumed an armed
+//     el3_misbehave fault: a stateless proxy that believes EL3's lie
+//     (another transaction's shared page in a retrieve response, a send EL3
+//     completed but called unfinished) leaves stage-2 and EL3 disagreeing,
+//     and the model judges that op's stage-2 exactly (SPEC.md PKVM:DISTRUST).
 //  I3 The hypervisor's pages stay the hypervisor's, and no SPMC transaction
 //     holds a page outside host memory (FFA.PROXY.HOST_MEMORY, PKVM:OWNERSHIP).
 //  I4 (handlers that implement FFA_MEM_RECLAIM2 only) The proxy does not relay
@@ -245,6 +250,7 @@ uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
 Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
   using namespace F;
   breaks_.clear();
+  fault_fired_ = false;
   const Op& op = s.ops[i];
   const std::vector<uint8_t> pre_views = views();
   const uint64_t pre_spmc = spmc_digest(*spmc_);
@@ -284,7 +290,8 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         el3_failed_ = false;
         const Fault armed = spmc_->armed();
         el2_host_smc(in, out);
-        if (spmc_->armed() != armed) el3_failed_ = true;
+        fault_fired_ = spmc_->armed() != armed;
+        if (fault_fired_) el3_failed_ = true;
         if (el2_last_status() == CallStatus::kFatal) {
           // hyp_panic/BUG/deadlock at EL2: the host would never return.
           std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu\n", s.name.c_str(), i);
@@ -347,6 +354,13 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, const std::vec
   // PKVM:DISTRUST: a RECLAIM2 count EL3 got wrong (an armed fault consumed) may
   // be refused with stage-2 untouched, which leaves what EL3 did reclaim shared
   // ("safe, but leaked", reclaim2/README.md): not a stale share of the proxy's.
+  // A host call other than RECLAIM2 (whose count faults keep their own rule
+  // above) that consumed an armed fault: the disagreement is the lie's
+  // (PKVM:DISTRUST); the model judged this op's stage-2 exactly.
+  if (host_call && fault_fired_ && fid != F::kReclaim2.fid) {
+    stale.clear();
+    early.clear();
+  }
   if (!stale.empty() && !(host_call && fid == F::kReclaim2.fid && el3_failed_ && err_out))
     breaks_.push_back({stale_share_rule(fid, host_call),
                        "host pages shared with FF-A in stage-2 that EL3 no longer holds:" + stale});

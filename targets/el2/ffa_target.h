@@ -73,6 +73,7 @@ class El2FfaTarget final : public Target, public InvariantSource {
   bool tx_known_ = false;
   // Per call: what EL3 did (PKVM:ATOMIC's "EL3 itself failed mid-way").
   bool el3_failed_ = false;
+  bool fault_fired_ = false;  // the host call consumed an armed el3_misbehave fault
   uint32_t init_version_ = 0;  // FFA_VERSION w1 ffa.c sent EL3 at init
   std::vector<InvariantBreak> breaks_;
   // Pages mismatched between stage-2 and EL3 after the previous op: an

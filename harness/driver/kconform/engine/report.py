@@ -8,7 +8,10 @@ written from them through `rows` (one row per rule of the run's ABI, then one
 per other rule a finding names, e.g. CRASH.SANITIZER or QEMU.PANIC) and
 `finding_lines` (kind, rule, target, scenario, op, evidence, re-run command):
 a finding that is not baselined makes its row FAIL and its run fail in every
-form.
+form. Findings are shown in two sections by class (verdicts.CLASSES):
+conformance, then robustness (the op ran under a fault the scenario injected,
+e.g. an EL3 that lies: pKVM trusts the SPMD, so these judge hardening, not the
+ABI).
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from kconform.engine.baseline import covers
-from kconform.engine.verdicts import RuleTally
+from kconform.engine.verdicts import CLASSES, RuleTally
+
+SECTION_TITLES = {
+    "conformance": "conformance findings",
+    "robustness": "robustness findings (under an injected EL3 fault; pKVM trusts the SPMD)",
+}
 
 
 def new_findings(runs) -> list:
@@ -82,6 +90,18 @@ def per_rule(run, rules: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "findings"} for r in rows(run, rules)]
 
 
+def by_class(findings) -> list[tuple[str, list]]:
+    """The findings in report order, one (class, findings) section per class that has any."""
+    return [(c, fs) for c in CLASSES if (fs := [f for f in findings if f.finding_class == c])]
+
+
+def finding_dict(f) -> dict:
+    """A finding as the JSON report writes it (its class under "class", as in the records)."""
+    d = dataclasses.asdict(f)
+    d["class"] = d.pop("finding_class")
+    return d
+
+
 def finding_title(f) -> str:
     where = f"op {f.op}: {f.call}" if f.op >= 0 else f.call
     return (f"{f.kind} {f.rule} on {f.target} {f.release} in {f.scenario} "
@@ -129,11 +149,13 @@ def print_table(console: Console, run, rules: list[dict], stale: list[dict] | No
         table.add_row(row["id"], str(row["allowed"]), str(row["forbidden"]),
                       str(row["violations"]), row["status"], style=style)
     console.print(table)
-    for f in run.findings:
-        tag = "BASELINED" if f.baselined_by else "FAIL"
-        console.print(f"[bold]{tag}[/bold] {markup_escape(finding_title(f))}", highlight=False)
-        for line in finding_lines(f):
-            console.print("    " + line, highlight=False, markup=False)
+    for cls, found in by_class(run.findings):
+        console.print(f"[bold]{SECTION_TITLES[cls]}[/bold] ({len(found)})", highlight=False)
+        for f in found:
+            tag = "BASELINED" if f.baselined_by else "FAIL"
+            console.print(f"[bold]{tag}[/bold] {markup_escape(finding_title(f))}", highlight=False)
+            for line in finding_lines(f):
+                console.print("    " + line, highlight=False, markup=False)
     for e in stale or []:
         if covers(e, run):
             console.print("[yellow]NO LONGER OCCURS[/yellow] " + markup_escape(_stale_line(e)),
@@ -147,7 +169,8 @@ def to_json(runs, rules, stale, exit_code: int) -> str:
         doc["runs"].append({
             "target": run.target, "counts": run.counts, "summary": run.summary,
             "rules": per_rule(run, rules),
-            "findings": [dataclasses.asdict(f) for f in run.findings]})
+            "findings": [finding_dict(f) for _, fs in by_class(run.findings) for f in fs],
+            "classes": {c: sum(f.finding_class == c for f in run.findings) for c in CLASSES}})
     return json.dumps(doc, indent=2)
 
 
@@ -162,10 +185,12 @@ def to_ktap(runs, rules, stale: list[dict] | None = None) -> str:
         out += ["    KTAP version 1", f"    # Subtest: {run.name} {run.release}", f"    1..{len(rs)}"]
         for i, row in enumerate(rs, 1):
             if row["status"] in ("FAIL", "baselined"):
-                for f in row["findings"]:
-                    state = "baselined" if f.baselined_by else "FAIL"
-                    out.append(f"    # {state} {_ktap_comment(finding_title(f))}")
-                    out += [f"    #   {_ktap_comment(line)}" for line in finding_lines(f)]
+                for cls, found in by_class(row["findings"]):
+                    for f in found:
+                        state = "baselined" if f.baselined_by else "FAIL"
+                        tag = f" [{cls}]" if cls != "conformance" else ""
+                        out.append(f"    # {state} {_ktap_comment(finding_title(f))}{tag}")
+                        out += [f"    #   {_ktap_comment(line)}" for line in finding_lines(f)]
             if row["status"] == "FAIL":
                 out.append(f"    not ok {i} {row['id']}")
             elif row["status"] == "not exercised":
@@ -174,6 +199,9 @@ def to_ktap(runs, rules, stale: list[dict] | None = None) -> str:
                 out.append(f"    ok {i} {row['id']} # SKIP known finding (baselined)")
             else:
                 out.append(f"    ok {i} {row['id']}")
+        for cls, found in by_class(run.findings):
+            out.append(f"    # {SECTION_TITLES[cls]}: {len(found)}, "
+                       f"{sum(not f.baselined_by for f in found)} not baselined")
         for e in stale or []:
             if covers(e, run):
                 out.append(f"    # {_ktap_comment(_stale_line(e))}")
@@ -193,8 +221,11 @@ def to_junit(runs, rules) -> str:
         for row in rs:
             out.append(f"    <testcase classname={quoteattr(run.name + ' ' + run.release)} "
                        f"name={quoteattr(row['id'])}>")
-            text = "\n\n".join("\n".join([("" if not f.baselined_by else "(baselined) ") + finding_title(f)]
-                                         + finding_lines(f)) for f in row["findings"])
+            text = "\n\n".join(
+                f"== {SECTION_TITLES[cls]} ==\n" + "\n\n".join(
+                    "\n".join([("" if not f.baselined_by else "(baselined) ") + finding_title(f)]
+                              + finding_lines(f)) for f in found)
+                for cls, found in by_class(row["findings"]))
             if row["status"] == "FAIL":
                 new = [f for f in row["findings"] if not f.baselined_by]
                 kinds = ", ".join(sorted({f.kind for f in new}))

@@ -5,7 +5,8 @@ Record types, all with a "type" field (format 1):
   target   {"target", "release", "profile", "caps"}   who ran it
   op       {"scenario", "file", "index", "op", "call", "verdict",
             "rules": [[id, "allowed"|"forbidden"], ...], "expected": [...],
-            "observed", "violated"?: [id, ...], "note"?, "missing"?: [cap, ...]}
+            "observed", "violated"?: [id, ...], "class"?: "conformance"|"robustness",
+            "note"?, "missing"?: [cap, ...]}
   summary  {"scenarios", "ops", "violations", "seconds"}
 verdict is one of pass, violation, unsupported, unchecked.
 
@@ -41,6 +42,10 @@ FORMAT = 1
 #   guest-warning  a kernel warning or lockdep report in a booted guest (QEMU.WARNING, QEMU.LOCKDEP)
 #   (a KASAN/KFENCE/UBSAN report in a booted guest, QEMU.KASAN, is a sanitizer finding)
 KINDS = ("violation", "invariant", "sanitizer", "crash", "hang", "guest-panic", "guest-warning")
+# A finding's class (the op record's "class", oracles/README.md): conformance to the
+# ABI, or robustness against an environment the scenario made misbehave on purpose
+# (an injected EL3 fault). Reports show each class in its own section.
+CLASSES = ("conformance", "robustness")
 _TAG = re.compile(r"\[([^\[\]]+)\]\s*$")
 
 
@@ -83,6 +88,7 @@ class Finding:
     kind: str = ""      # one of KINDS (derived from rule and evidence when not given)
     rerun: str = ""     # set by `kconform run` once the reproducer is saved
     saved: str = ""     # the reproducer file (one per distinct finding)
+    finding_class: str = "conformance"  # one of CLASSES ("class" in the records and the JSON report)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -180,13 +186,17 @@ class Collector:
                 else:
                     t.allowed += 1
         elif verdict == "violation":
+            cls = rec.get("class", "conformance")
+            if cls not in CLASSES:
+                raise ToolError(f"{where}: field 'class': unknown class '{cls}'")
             for rule in rec.get("violated", []):
                 run.rules[rule].violations += 1
                 run.findings.append(Finding(
                     rule=rule, target=run.name, release=run.release,
                     scenario=rec["scenario"], file=rec["file"], index=rec["index"],
                     op=rec["op"], call=rec["call"], expected=rec.get("expected", []),
-                    observed=rec.get("observed", ""), note=rec.get("note", "")))
+                    observed=rec.get("observed", ""), note=rec.get("note", ""),
+                    finding_class=cls))
 
 
 def read_stream(lines: Iterable[str], where: str) -> TargetRun:
