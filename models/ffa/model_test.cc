@@ -443,6 +443,8 @@ TEST(FfaModel, El3ReclaimReplyLiesAllowOnlyErrors) {
   bool ok = false;
   for (const Allowed& a : again.expect_last().allowed) ok |= a.regs[0] != kFnError;
   EXPECT_TRUE(ok) << "RX given back after a zero-length FRAG_TX";
+}
+
 // HARNESS:EL3 reply faults on the send path and PARTITION_INFO_GET
 // (PKVM:DISTRUST): what the proxy can tell is a lie must end in an error with
 // nothing left shared; relaying it is rejected. What a stateless proxy cannot
