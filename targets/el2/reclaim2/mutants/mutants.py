@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]
 sys.path.insert(0, str(REPO / "harness" / "driver"))
 
-from kconform import patches, trees  # noqa: E402
+from kconform.sources import patches, tree_fetch as trees  # noqa: E402
 
 FFA_C = "arch/arm64/kvm/hyp/nvhe/ffa.c"
 REFERENCE = HERE.parent / "reclaim2-reference.patch"
