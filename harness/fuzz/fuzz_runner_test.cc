@@ -6,12 +6,14 @@
 // neither. And the fuzz runner bounds its inputs from the ABI tables alone.
 #include "harness/fuzz/fuzz_runner.h"
 
+#include <fnmatch.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <ostream>
 #include <nlohmann/json.hpp>
@@ -65,6 +67,26 @@ std::vector<std::string> corpus(const std::string& abi) {
       if (e.path().extension() == ".kcs") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// Scenarios that end the process of the code under test by design: a crash
+// or hang of the stock handler that `run` reports as CRASH.* in a fresh
+// process and resumes after (the CRASH.* entries of ci/known-findings.json).
+// In one process they would end this test, so both paths leave them out.
+std::vector<std::string> crashing_scenarios() {
+  std::ifstream in(std::string(KC_CORPUS_DIR) + "/../ci/known-findings.json");
+  std::vector<std::string> globs;
+  if (!in) return globs;
+  const json doc = json::parse(in);
+  for (const json& e : doc["findings"])
+    if (e["rule"].get<std::string>().rfind("CRASH.", 0) == 0) globs.push_back(e["scenario"].get<std::string>());
+  return globs;
+}
+
+bool crashes(const std::vector<std::string>& globs, const std::string& name) {
+  for (const std::string& g : globs)
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
 }
 
 const TargetFamily* family_for(Abi abi) {
@@ -140,6 +162,10 @@ TEST_P(SameBlame, RunAndFuzzBlameTheSameRulesForEveryOp) {
   std::vector<LoadedScenario> all;
   std::string error;
   ASSERT_TRUE(load_all(corpus(abi_spec(abi).name), &all, &error)) << error;
+  const std::vector<std::string> globs = crashing_scenarios();
+  const size_t loaded = all.size();
+  std::erase_if(all, [&](const LoadedScenario& ls) { return crashes(globs, ls.scenario.name); });
+  if (abi == Abi::kFfa) EXPECT_LT(all.size(), loaded) << "the crash list no longer matches any scenario";
   ASSERT_GT(all.size(), 50u);
 
   // The runner's path.
