@@ -6,6 +6,10 @@ Each of our own reference implementations has single-fault mutants beside it:
         (reclaim2.py)
   gmem  targets/qemu/write/mutants    guest_memfd write(), built into a kernel and
         run inside QEMU (write.py)
+and stock 7.3 ffa.c has single-line mutants of its own (family "stock"):
+  ffa   targets/el2/stock-mutants     pKVM's proxy checks, run in-process on the
+        directed and Z3 corpora against the stock tree's findings (stock.py);
+        matrix "ffa-stock" in kill-matrix.json
 Controls come first in each (the stock code and the reference implementation must
 behave as expected, else the matrix means nothing: exit 2). A mutant is killed by
 any violation or crash finding. Exit 0 when every mutant is killed and the controls
