@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "spot (targets/faulty/blind_spots.json, with its reason). Prints the matrix,\n"
                                    "writes reports/out/<time>/fault-matrix.json. Exit 0 every fault detected or a\n"
                                    "known blind spot, 1 one is not, 2 the self-test could not run.",
-                       epilog="examples:\n  ./kconform selftest mutants                  both ABIs (~10 min warm)\n"
+                       epilog="examples:\n  ./kconform selftest mutants                  both ABIs, both ffa families (~16 min warm)\n"
                               "  ./kconform selftest mutants --abi ffa --family reclaim2 --only 09,21\n"
                               "  ./kconform selftest mutants --abi ffa --family stock\n"
                               "  ./kconform selftest mutants --abi gmem --only 04\n"
