@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "  ffa   stock debian:7.3 fails FFA.R2.NOT_IMPLEMENTED, the reference RECLAIM2\n"
                                    "        handler runs clean; each mutant in targets/el2/reclaim2/mutants is\n"
                                    "        built at 4K and 16K and runs the RECLAIM2 suite in-process.\n"
+                                   "  ffa   (family stock) each single-line mutant of stock 7.3 ffa.c in\n"
+                                   "        targets/el2/stock-mutants runs the directed and Z3 FF-A corpora at\n"
+                                   "        4K and 16K; killed by a finding the stock tree does not have.\n"
                                    "  gmem  Debian's 7.3 kernel reports the base profile, the reference write()\n"
                                    "        patch built into a kernel passes every write rule; each mutant in\n"
                                    "        targets/qemu/write/mutants is built, booted in QEMU and runs the\n"
@@ -239,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "spot (targets/faulty/blind_spots.json, with its reason). Prints the matrix,\n"
                                    "writes reports/out/<time>/fault-matrix.json. Exit 0 every fault detected or a\n"
                                    "known blind spot, 1 one is not, 2 the self-test could not run.",
-                       epilog="examples:\n  ./kconform selftest mutants                  both ABIs (~10 min warm)\n"
-                              "  ./kconform selftest mutants --abi ffa --only 09,21\n"
+                       epilog="examples:\n  ./kconform selftest mutants                  both ABIs, both ffa families (~16 min warm)\n"
+                              "  ./kconform selftest mutants --abi ffa --family reclaim2 --only 09,21\n"
+                              "  ./kconform selftest mutants --abi ffa --family stock\n"
                               "  ./kconform selftest mutants --abi gmem --only 04\n"
                               "  ./kconform selftest faults                   host and el2 (~1-2 min)\n"
                               "  ./kconform selftest faults --target el2 --only wrong-reg:version,fail:mem_share\n"
@@ -255,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--abi", choices=("ffa", "gmem", "all"), default="all",
                    help="mutants: whose mutants (ffa: RECLAIM2 at EL2; gmem: guest_memfd write() in QEMU; "
                         "default all)")
+    p.add_argument("--family", choices=("reclaim2", "stock", "write", "all"), default="all",
+                   help="mutants: which family of the ABI's mutants (ffa: reclaim2, our RECLAIM2 patch's, and "
+                        "stock, single-line mutants of stock 7.3 ffa.c in targets/el2/stock-mutants; "
+                        "gmem: write; default all)")
     p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NN,NN",
                    help="mutants: only these mutants (numbers or names; with --abi ffa or gmem); "
                         "faults: only these faults (KIND:OP or KIND:OP:NTH, comma-separated)")

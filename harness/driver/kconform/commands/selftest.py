@@ -16,11 +16,17 @@ from rich.table import Table
 from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import new_report_dir, reports_dir
-from kconform.selftest import cost, faults, reclaim2, write
+from kconform.selftest import cost, faults, reclaim2, stock, write
 from kconform.selftest.mutants import ABIS, MATRIX_FORMAT, exit_code, print_matrix
 
-MATRICES = {"ffa": reclaim2.matrix, "gmem": write.matrix}
+# Matrix key -> (ABI, family, builder). An ABI's families run in this order; the key
+# names the matrix in kill-matrix.json ("ffa" stays the RECLAIM2 family's).
+MATRICES = {"ffa": ("ffa", "reclaim2", reclaim2.matrix),
+            "ffa-stock": ("ffa", "stock", stock.matrix),
+            "gmem": ("gmem", "write", write.matrix)}
+FAMILIES = {"ffa": ("reclaim2", "stock"), "gmem": ("write",)}
 TITLES = {"ffa": "RECLAIM2 kill matrix (EL2 proxy, in-process)",
+          "ffa-stock": "stock ffa.c kill matrix (single-line mutants of Debian 7.3, EL2 in-process)",
           "gmem": "guest_memfd write() kill matrix (inside QEMU)"}
 
 
@@ -35,11 +41,19 @@ def cmd_selftest(args, console: Console) -> int:
     abis = list(ABIS) if args.abi == "all" else [args.abi]
     if args.only and len(abis) > 1:
         raise ToolError("flag --only: mutant numbers repeat across ABIs; give --abi ffa or --abi gmem too")
+    family = getattr(args, "family", None) or "all"
+    if family != "all" and any(family not in FAMILIES[a] for a in abis):
+        raise ToolError(f"flag --family: {family} is not a family of "
+                        + ", ".join(f"--abi {a} ({', '.join(FAMILIES[a])})" for a in abis))
+    keys = [k for k, (a, fam, _) in MATRICES.items() if a in abis and family in ("all", fam)]
+    if args.only and len(keys) > 1:
+        raise ToolError("flag --only: mutant numbers repeat across the ffa families; "
+                        "give --family reclaim2 or --family stock too")
     out = new_report_dir(Path(args.report_dir) if args.report_dir else reports_dir())
     t0 = time.monotonic()
     matrices: dict[str, dict] = {}
-    for abi in abis:
-        matrices[abi] = MATRICES[abi](args, out, log)
+    for abi in keys:
+        matrices[abi] = MATRICES[abi][2](args, out, log)
         # written after each ABI, so an interrupted run keeps what it found
         atomic_write(out / "kill-matrix.json", json.dumps(
             {"format": MATRIX_FORMAT, "abis": matrices}, indent=2) + "\n")
@@ -53,7 +67,9 @@ def cmd_selftest(args, console: Console) -> int:
     if args.format == "json":
         print(json.dumps({"format": MATRIX_FORMAT, "abis": matrices}, indent=2))
     else:
-        summary = "; ".join(f"{a}: {m['killed']}/{m['total']} killed" for a, m in matrices.items())
+        summary = "; ".join(f"{a}: {m['killed']}/{m['total']} killed"
+                            + (f", {m['waiting']} waiting" if m.get("waiting") else "")
+                            for a, m in matrices.items())
         log(f"kconform selftest: {summary} in {time.monotonic() - t0:.0f} s; "
             f"matrix in {os.path.relpath(out / 'kill-matrix.json')}")
         if code == EXIT_TOOL_ERROR:
