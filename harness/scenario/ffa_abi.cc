@@ -93,6 +93,7 @@ constexpr ArgSpec kRawArgs[] = {{"fid", ArgKind::kEnum, -1, kFids}, kOpt("x1"), 
                                 kOpt("x4"), kOpt("x5"), kOpt("x6"), kOpt("x7")};
 constexpr ArgSpec kMisbehaveArgs[] = {{"kind", ArgKind::kEnum, -1, kFaults}, kOpt("value")};
 constexpr ArgSpec kSpArgs[] = {kHandleArg, {"sp", ArgKind::kEnum, -1, kSp, true, 0x8001}};
+constexpr ArgSpec kEl3ProfileArgs[] = {{"permissive", ArgKind::kInt}};
 
 constexpr OpSpec kOps[] = {
     {"version", kVersionArgs, -1, "FFA_VERSION"},
@@ -115,6 +116,8 @@ constexpr OpSpec kOps[] = {
     {"el3_misbehave", kMisbehaveArgs, -1, "harness: the SPMC misbehaves once"},
     {"sp_retrieve", kSpArgs, -1, "harness: the borrower retrieves the memory at the SPMC"},
     {"sp_relinquish", kSpArgs, -1, "harness: the borrower relinquishes the memory at the SPMC"},
+    {"el3_profile", kEl3ProfileArgs, -1,
+     "harness: permissive=1 makes the SPMC accept what the relayer must refuse (sender, overlap, pages in use)"},
 };
 static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
 

@@ -58,6 +58,15 @@ class FfaModel final : public Model {
         out.hits.push_back({kFfaHarnessEl3Knob, false});
         return;
       }
+      case kOpEl3Profile: {
+        // PROFILE:PERMISSIVE-EL3: the SPMC's profile, changes nothing the digest sees.
+        Allowed a = Allowed::ok(kFfaProfilePermissiveEl3, 0);
+        a.check_state = true;
+        a.state = pre;
+        push(out, a, kUnchanged);
+        out.hits.push_back({kFfaProfilePermissiveEl3, false});
+        return;
+      }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         // HARNESS:SP: the SPMC's answer to the borrower, and its state after.
@@ -122,6 +131,9 @@ class FfaModel final : public Model {
         return;
       case kOpEl3Misbehave:
         world_->spmc.arm(static_cast<Fault>(op.args[0]), op.args[1]);
+        return;
+      case kOpEl3Profile:
+        world_->spmc.set_permissive(op.args[0] != 0);
         return;
       case kOpSpRetrieve:
       case kOpSpRelinquish: {

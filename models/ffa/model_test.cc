@@ -228,6 +228,7 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.PROXY.ERROR_ENCODING", 0, kNoMap, "rxtx_unmap", kX0},
       {"FFA.SPMC.HANDLE_ALLOC", 0, kFull, handle_table_full(), kSucceed},
       {"FFA.SPMC.IN_USE", 0, kFull, share() + share(), kSucceed},
+      {"FFA.PROFILE.PERMISSIVE_EL3", 0, kFull, "el3_profile permissive=1\n" + share(0x80010000, 1, "sender=1"), kSucceed},
       {"FFA.PROFILE.ONE_SEND", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112\n" + share(0x80030000), kSucceed},
       {"FFA.SPMC.RETRIEVE_HYP", 0, kFull, share() + "mem_reclaim handle=0", kState},
       {"FFA.SPMC.RECLAIM_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
@@ -296,6 +297,45 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
 }
 
 // --- Behaviour ---------------------------------------------------------------------
+
+// PROFILE:PERMISSIVE-EL3: with the default SPMC a Relayer that relays a
+// descriptor it must refuse passes EL3's refusal on, which the model allows
+// (the Relayer's check is invisible); with a permissive SPMC it gets and
+// passes on FFA_SUCCESS, which no allowed outcome admits, and the rules on
+// the forbidden side are the Relayer's own.
+TEST(FfaModel, PermissiveEl3MakesTheRelayersOwnChecksVisible) {
+  struct Case {
+    std::string body;
+    const char* rule;
+  };
+  const std::vector<Case> cases = {
+      {share(0x80010000, 1, "sender=1"), "FFA.DESC.SENDER"},
+      {"tx_mem_desc ranges=" + R({{0x80010000, 4}, {0x80010000, 4}}) + "\nmem_share\n", "FFA.DESC.OVERLAP"},
+      {share(0x80010000, 4) + share(0x80010000, 4), "FFA.PROXY.HOST_MEMORY"},
+  };
+  for (uint64_t page : {4096u, 16384u})
+    for (const Case& c : cases)
+      for (bool permissive : {false, true}) {
+        SCOPED_TRACE(std::to_string(page) + " " + c.rule + (permissive ? " permissive" : " default"));
+        const ProxyProfile p = profile(page, false);
+        Play run(p, scenario(p, kFull, (permissive ? "el3_profile permissive=1\n" : "") + c.body));
+        ASSERT_TRUE(run.ok()) << run.error;
+        ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+        const Expectation e = run.expect_last();
+        bool forbidden = false;
+        for (const RuleHit& h : e.hits) forbidden |= h.forbidden && rule_info(h.rule).id == std::string(c.rule);
+        EXPECT_TRUE(forbidden) << e.note;
+        // What a Relayer that relays the call returns: EL3's answer.
+        bool relayed_error_allowed = false, success_allowed = false;
+        for (const Allowed& a : e.allowed) {
+          const uint32_t x0 = static_cast<uint32_t>(a.regs[0]);
+          if ((a.regs_mask & 1) && x0 == kFnError) relayed_error_allowed = true;
+          if ((a.regs_mask & 1) && (x0 == kFnSuccess32 || a.regs[0] == kFnSuccess64)) success_allowed = true;
+        }
+        EXPECT_TRUE(relayed_error_allowed);
+        EXPECT_FALSE(success_allowed);
+      }
+}
 
 TEST(FfaModel, ExpectLeavesTheStateAlone) {
   const ProxyProfile p = profile(4096, true);

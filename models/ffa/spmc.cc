@@ -136,6 +136,7 @@ void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phy
   phys_ = phys;
   phys_base_ = phys_base;
   session_ = SpmcSession{};
+  permissive_ = false;
   for (Transaction& t : tx_) t.live = false;
 }
 
@@ -227,13 +228,22 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   h.pass(kFfaDescLayout);
   MemRegion r;
   DescError e = parse_region(desc, static_cast<uint32_t>(desc.size()), l, &r);
-  if (e == DescError::kOk) e = check_semantics(r, kind, kHostId, [](uint16_t id, const void* ctx) {
+  // PROFILE:PERMISSIVE-EL3: any sender is taken for the caller.
+  const bool any_sender = permissive_ && e == DescError::kOk && r.sender != kHostId;
+  if (any_sender) h.pass(kFfaProfilePermissiveEl3);
+  if (e == DescError::kOk) e = check_semantics(r, kind, any_sender ? r.sender : kHostId, [](uint16_t id, const void* ctx) {
         return static_cast<const Spmc*>(ctx)->known_sp(id);
       }, this);
   // A donation has exactly one receiver (ours: Table 10.20 note).
   if (e == DescError::kOk && kind == MemKind::kDonate && r.ep_count != 1) e = DescError::kReceiver;
   Constituent ranges[kMaxRanges];
   if (e == DescError::kOk) e = check_ranges(desc, r, static_cast<uint32_t>(desc.size()), ranges);
+  // PROFILE:PERMISSIVE-EL3: overlapping constituents are taken as given
+  // (check_ranges has read them all by then).
+  if (e == DescError::kOverlap && permissive_) {
+    h.pass(kFfaProfilePermissiveEl3);
+    e = DescError::kOk;
+  }
   if (e != DescError::kOk) {
     h.broke(desc_error_rule(e), "descriptor: %s", desc_error_name(e));
     return kInvalidParameters;
@@ -252,8 +262,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
       return kInvalidParameters;
     }
   h.pass(kFfaSpmcNsMemory);
-  // No page already held by a live transaction.
-  for (uint32_t i = 0; i < r.range_count; ++i)
+  // No page already held by a live transaction (PROFILE:PERMISSIVE-EL3: any).
+  for (uint32_t i = 0; i < r.range_count && !permissive_; ++i)
     for (uint64_t p = 0; p < ranges[i].pages; ++p)
       if (page_held(ranges[i].address + p * kFfaPage)) {
         h.broke(kFfaSpmcInUse, "page %#llx already shared",

@@ -66,6 +66,37 @@ class SpmcTest : public ::testing::Test {
   uint64_t out[kNumRegs] = {};
 };
 
+// PROFILE:PERMISSIVE-EL3: what the default SPMC refuses (and so hides a
+// Relayer's own check behind), the permissive one accepts; the rest it still
+// refuses.
+TEST_F(SpmcTest, PermissiveAcceptsWhatTheRelayerMustRefuse) {
+  auto send = [&](std::vector<Constituent> rs, uint16_t sender) {
+    DescSpec s;
+    s.layout = Layout::kV12;
+    s.sender = sender;
+    s.ranges = rs.data();
+    s.n_ranges = static_cast<uint32_t>(rs.size());
+    const uint32_t n = static_cast<uint32_t>(build_region(s, std::span<uint8_t>(tx(), 0x1000)));
+    call({kFnMemShare64, n, n});
+    return is_success(out);
+  };
+  const std::vector<Constituent> overlap = {{kBase, 2, 0}, {kBase + 0x1000, 1, 0}};
+  for (bool permissive : {false, true}) {
+    SCOPED_TRACE(permissive);
+    SetUp();
+    spmc->set_permissive(permissive);
+    EXPECT_EQ(send({{kBase, 1, 0}}, 0x1234), permissive);         // sender is not the caller
+    EXPECT_EQ(send(overlap, 0), permissive);                        // overlapping constituents
+    EXPECT_TRUE(send({{kBase + 0x10000, 1, 0}}, 0));
+    EXPECT_EQ(send({{kBase + 0x10000, 1, 0}}, 0), permissive);     // a page a live transaction holds
+    EXPECT_FALSE(send({{kBase + 0x20001, 1, 0}}, 0));              // still: a misaligned constituent
+    EXPECT_FALSE(send({{0x10000000, 1, 0}}, 0));                   // still: outside NS memory
+  }
+  // reset() restores the default.
+  SetUp();
+  EXPECT_FALSE(spmc->permissive());
+}
+
 TEST_F(SpmcTest, ShareThenReclaim) {
   const uint64_t before = digest();
   const uint64_t h = share({{kBase, 2, 0}});

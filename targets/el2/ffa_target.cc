@@ -264,6 +264,9 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       case kOpEl3Misbehave:
         spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
         break;
+      case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3
+        spmc_->set_permissive(op.args[0] != 0);
+        break;
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
