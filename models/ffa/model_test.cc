@@ -298,6 +298,26 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
 
 // --- Behaviour ---------------------------------------------------------------------
 
+// DESC:PAGES: a zero-page constituent in the first fragment of several may be
+// relayed (FFA_MEM_FRAG_RX) or refused; in a whole descriptor only refused.
+TEST(FfaModel, ZeroPageConstituentInAFirstFragmentMayBeRelayed) {
+  const ProxyProfile p = profile(4096, false);
+  auto allows = [&](const std::string& body, uint32_t x0) {
+    Play run(p, scenario(p, kFull, body));
+    EXPECT_TRUE(run.ok()) << run.error;
+    EXPECT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation e = run.expect_last();
+    bool found = false;
+    for (const Allowed& a : e.allowed) found |= (a.regs_mask & 1) && static_cast<uint32_t>(a.regs[0]) == x0;
+    return found;
+  };
+  const std::string rs = R({{0x80010000, 1}, {0x80020000, 0}, {0x80030000, 1}});
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share frag_len=128\n", kFnMemFragRx));
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share frag_len=128\n", kFnError));
+  EXPECT_FALSE(allows("tx_mem_desc ranges=" + rs + "\nmem_share\n", kFnSuccess32));
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share\n", kFnError));
+}
+
 // PROFILE:PERMISSIVE-EL3: with the default SPMC a Relayer that relays a
 // descriptor it must refuse passes EL3's refusal on, which the model allows
 // (the Relayer's check is invisible); with a permissive SPMC it gets and
