@@ -231,6 +231,8 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.PROFILE.PERMISSIVE_EL3", 0, kFull, "el3_profile permissive=1\n" + share(0x80010000, 1, "sender=1"), kSucceed},
       {"FFA.PROFILE.ONE_SEND", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112\n" + share(0x80030000), kSucceed},
       {"FFA.SPMC.RETRIEVE_HYP", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.SPMC.HYP_RETRIEVE_REQ", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.SPMC.HYP_RETRIEVE_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
       {"FFA.SPMC.RECLAIM_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
       {"FFA.SPMC.RECLAIM_HANDLE", 0, kFull, share() + "mem_reclaim handle=0 handle_xor=1", kSucceed},
       {"FFA.SPMC.RECLAIM_FLAGS", 0, kFull, share() + "mem_reclaim handle=0 flags=ZERO", kSucceed},

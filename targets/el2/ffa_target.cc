@@ -183,6 +183,17 @@ void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) 
     F::Hits hits;
     spmc_->smc(in, out, &hits);
     check_reclaim2_relay(in, hits, &breaks_);
+  } else if ((in[0] & 0xffffffffu) == F::kFnMemRetrieveReq32 || (in[0] & 0xffffffffu) == F::kFnMemRetrieveReq64) {
+    // SPMC:HYP-RETRIEVE-REQ: a request the hypervisor builds wrong is its
+    // finding (the host cannot send one: the proxy does not relay it).
+    F::Hits hits;
+    spmc_->smc(in, out, &hits);
+    for (uint32_t i = 0; i < hits.size(); ++i)
+      if (hits[i].forbidden && hits[i].rule == kFfaSpmcHypRetrieveReq)
+        breaks_.push_back({kFfaSpmcHypRetrieveReq, "the proxy sent a malformed hypervisor retrieve request (SPEC.md "
+                                                   "SPMC:HYP-RETRIEVE-REQ): " + std::string(hits.text()) +
+                                                   " (w1..w4 = " + hex(in[1]) + " " + hex(in[2]) + " " + hex(in[3]) +
+                                                   " " + hex(in[4]) + ")"});
   } else {
     spmc_->smc(in, out);
   }
