@@ -233,6 +233,8 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.SPMC.RETRIEVE_HYP", 0, kFull, share() + "mem_reclaim handle=0", kState},
       {"FFA.SPMC.HYP_RETRIEVE_REQ", 0, kFull, share() + "mem_reclaim handle=0", kState},
       {"FFA.SPMC.HYP_RETRIEVE_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
+      {"FFA.HARNESS.HOST_MEM", 1, kFull, "host_fill addr=0x80010000 pages=4 value=7", kValuePlus},
+      {"FFA.SPMC.RECLAIM_ZERO", 0, kFull, "host_fill addr=0x80010000 pages=1 value=7\n" + desc("attrs=UNSPECIFIED") + "mem_lend\nmem_reclaim handle=0 flags=ZERO\nhost_count addr=0x80010000 pages=1 value=0", kValuePlus},
       {"FFA.SPMC.RECLAIM_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
       {"FFA.SPMC.RECLAIM_HANDLE", 0, kFull, share() + "mem_reclaim handle=0 handle_xor=1", kSucceed},
       {"FFA.SPMC.RECLAIM_FLAGS", 0, kFull, share() + "mem_reclaim handle=0 flags=ZERO", kSucceed},
@@ -299,6 +301,31 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
 }
 
 // --- Behaviour ---------------------------------------------------------------------
+
+// SPMC:RECLAIM-ZERO: after a lend reclaimed with the zero flag every byte is
+// zero, without it every byte keeps the pattern; a proxy that dropped the
+// flag (the pattern still there) or set it (zeroes) is caught by host_count.
+TEST(FfaModel, ZeroOnReclaimIsObservable) {
+  for (uint64_t page : {4096u, 16384u})
+    for (bool zero : {false, true}) {
+      SCOPED_TRACE(std::to_string(page) + (zero ? " zero" : " keep"));
+      const ProxyProfile p = profile(page, false);
+      const uint64_t pages = page / 4096, bytes = page;
+      const std::string range = "addr=0x80010000 pages=" + std::to_string(pages);
+      Play run(p, scenario(p, kFull, "host_fill " + range + " value=0xa5\ntx_mem_desc attrs=UNSPECIFIED ranges=" +
+                                           R1(0x80010000, static_cast<uint32_t>(pages)) + "\nmem_lend\nmem_reclaim handle=0" +
+                                           (zero ? " flags=ZERO" : "") + "\nhost_count " + range + " value=0"));
+      ASSERT_TRUE(run.ok()) << run.error;
+      ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+      const Expectation e = run.expect_last();
+      ASSERT_EQ(e.allowed.size(), 1u);
+      Outcome right = pick(e.allowed[0]), wrong = right;
+      EXPECT_EQ(right.value, zero ? static_cast<int64_t>(bytes) : 0);
+      wrong.value = zero ? 0 : static_cast<int64_t>(bytes);
+      EXPECT_EQ(judge(e, right).kind, VerdictKind::kPass);
+      EXPECT_EQ(judge(e, wrong).kind, VerdictKind::kViolation);
+    }
+}
 
 // DESC:PAGES: a zero-page constituent in the first fragment of several may be
 // relayed (FFA_MEM_FRAG_RX) or refused; in a whole descriptor only refused.

@@ -278,6 +278,15 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3
         spmc_->set_permissive(op.args[0] != 0);
         break;
+      case kOpHostFill:
+      case kOpHostCount: {  // HARNESS:HOST-MEM, on the RAM ffa.c and the SPMC use
+        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
+        uint8_t* m = len ? el2_phys(op.args[0], len) : nullptr;
+        const uint8_t v = static_cast<uint8_t>(op.args[2]);
+        if (m && op.code == kOpHostFill) std::memset(m, v, len);
+        o = Outcome::ok(static_cast<int64_t>(!m ? 0 : op.code == kOpHostFill ? len : count_bytes(m, len, v)));
+        break;
+      }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
