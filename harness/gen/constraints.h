@@ -114,9 +114,10 @@ struct Function {
   std::vector<Cond> conds;
   std::vector<z3::expr> context;  // kept by every case
   // A case that cannot keep every other condition: true, it breaks the fewest
-  // others it must (named in the case); false, only the context is kept and the
-  // other conditions are left to Z3 (FF-A: the search over its 21-29
-  // conditions takes minutes per function with Z3 4.8).
+  // others it must (named in the case); false, it may break only conditions
+  // whose W-bit computation still holds (named in the case), else it is not
+  // generated (FF-A: the fewest-others search over its 21-29 conditions takes
+  // minutes per function with Z3 4.8).
   bool fewest_others = false;
   // Builds the scenario (ops, requires) for a solution; name is set by the caller.
   std::function<Scenario(const Solution&)> build;

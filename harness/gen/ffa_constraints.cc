@@ -26,6 +26,14 @@ const uint64_t kRegion = kPhysBase + 0x10000;  // the shared transaction's only 
 constexpr uint64_t kRegionPages = 8;               // 4K pages: 32 KiB, two 16K host pages
 constexpr unsigned kWrittenDescs = 3;              // RECLAIM2 descriptors the case writes to TX
 constexpr uint64_t kEmad12 = 32, kHeader12 = 48;   // v1.2 layout (SPEC.md DESC:LAYOUT)
+// A share/lend case writes up to 12 constituents of 4 pages (16 KiB, one 16K
+// host page) each, 16 KiB apart from 0x80010000 to the end of 4K host memory
+// (0x80040000): enough for a composite offset that wraps in 32 bits
+// (>= 0xfffffff0) to leave a descriptor length of at least the header, the
+// endpoint array and five constituents.
+constexpr uint64_t kDescRanges = 12, kDescRangePages = 4;
+constexpr uint64_t desc_range(uint64_t i) { return 0x80010000 + i * 0x4000; }
+constexpr uint64_t kSpareHostPage = 0x80008000;  // after TX/RX at 4K and 16K
 
 void put(std::vector<uint8_t>& b, uint64_t off, uint64_t v, unsigned width) {
   if (off >= b.size()) return;
@@ -98,7 +106,8 @@ Function reclaim2(Vocab& v, uint64_t page) {
     c(aligned("addr" + n + "-align", "FFA.R2.DESC_VALID", "addr" + n + " % 4K == 0", addr[i], kFfaPage));
     c(ne("pages" + n + "-nonzero", "FFA.R2.DESC_VALID", "pages" + n + " != 0", pc[i], v.cst(0, 32)));
     c(eq("reserved" + n + "-mbz", "FFA.R2.DESC_VALID", "reserved" + n + " == 0", res[i], v.cst(0, 32)));
-    c(le("desc" + n + "-nowrap", "FFA.R2.DESC_VALID", "addr" + n + " + 4K*pages" + n + " <= 2^64", end,
+    // The end must be representable (the model reads an end of exactly 2^64 as a wrap).
+    c(lt("desc" + n + "-nowrap", "FFA.R2.DESC_VALID", "addr" + n + " + 4K*pages" + n + " < 2^64", end,
          v.wide_pow2(64, 64)));
     c(le("desc" + n + "-in-start", "FFA.R2.NOT_IN_TX", "0x80010000 <= addr" + n, v.cst(kRegion, 64), addr[i]));
     c(le("desc" + n + "-in-end", "FFA.R2.NOT_IN_TX",
@@ -148,7 +157,7 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
   f.doc = std::string(lend ? "FFA_MEM_LEND" : "FFA_MEM_SHARE") +
           "(total_len, frag_len) of a v1.2 descriptor (endpoint array offset/count/size, composite offset, "
           "range count, total pages)" + (lend ? std::string(", memory attributes not specified,") : std::string()) +
-          " with constituents (0x80010000, 4) and (0x80020000, 4); host PAGE_SIZE " +
+          " with up to 12 constituents (0x80010000 + 16K*i, 4 pages); host PAGE_SIZE " +
           kib(page) + ", TX " + std::to_string(tx) + " bytes; a second fragment follows with FFA_MEM_FRAG_TX";
   Term total = v.var("total_len", 32), frag = v.var("frag_len", 32), ep_off = v.var("ep_off", 32),
        ep_count = v.var("ep_count", 32), ep_size = v.var("ep_size", 32), comp = v.var("comp_off", 32),
@@ -162,10 +171,13 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
   const Term comp_end = v.add(comp, v.cst(16, 32));
   const Term desc_end = v.add(comp_end, v.mul(ranges, 16));
   const Term zero = v.cst(0, 32);
-  Term sum = v.add(v.ite(z3::ult(v.wide(0), ranges.wide), v.cst(4, 32), zero),
-                   v.ite(z3::ult(v.wide(1), ranges.wide), v.cst(4, 32), zero));
+  Term sum = zero;
+  for (uint64_t i = 0; i < kDescRanges; ++i)
+    sum = v.add(sum, v.ite(z3::ult(v.wide(i), ranges.wide), v.cst(kDescRangePages, 32), zero));
   f.conds = {
       le("total-header", "FFA.DESC.HEADER", "48 <= total_len", v.cst(kHeader12, 32), total),
+      le("total-spmc", "FFA.SPMC.DESC_TOO_BIG", "total_len <= " + std::to_string(kMaxDescBytes) +
+         " (the largest descriptor the SPMC reassembles)", total, v.cst(kMaxDescBytes, 32)),
       le("frag-header", "FFA.DESC.HEADER", "48 <= frag_len (header in the first fragment)", v.cst(kHeader12, 32),
          frag),
       le("frag-total", "FFA.PROXY.MEM_ARGS", "frag_len <= total_len", frag, total),
@@ -184,11 +196,15 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
          true),
       le("comp-in-frag", "FFA.DESC.COMPOSITE_OFFSET", "comp_off + 16 <= frag_len", comp_end, frag, 1, true),
       ne("range-count-nonzero", "FFA.DESC.RANGE_COUNT", "range_count >= 1", ranges, zero),
+      le("range-count-max", "FFA.DESC.RANGE_COUNT",
+         "range_count <= " + std::to_string(kMaxRanges) + " (the constituents a transaction may hold)", ranges,
+         v.cst(kMaxRanges, 32)),
       le("ranges-fit", "FFA.DESC.RANGE_COUNT", "comp_off + 16 + 16*range_count <= total_len", desc_end, total,
          16, true),
       eq("length", "FFA.DESC.LENGTH", "comp_off + 16 + 16*range_count == total_len", desc_end, total, true),
-      le("ranges-written", "FFA.DESC.PAGE_COUNT", "range_count <= 2 (later constituents are zero bytes)", ranges,
-         v.cst(2, 32)),
+      le("ranges-written", "FFA.DESC.PAGE_COUNT",
+         "range_count <= " + std::to_string(kDescRanges) + " (later constituents: a host page, 0 pages)", ranges,
+         v.cst(kDescRanges, 32)),
       eq("total-pages", "FFA.DESC.TOTAL_PAGES", "total_pages == sum of the constituents' pages", pages, sum),
       custom("frag-whole", "FFA.PROXY.FRAGMENT",
              "frag_len == total_len, or the first fragment ends on a constituent boundary",
@@ -196,6 +212,11 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
                  (z3::ule(comp_end.wide, frag.wide) &&
                   z3::urem(frag.wide - comp_end.wide, v.wide(16)) == v.wide(0))),
   };
+  // A composite that overlaps the endpoint array (comp-after-eps broken)
+  // starts 16 bytes before its end: its fields then fall on the last EMAD's
+  // implementation-defined bytes and reserved field (zero in both), so the
+  // descriptor breaks the overlap alone, not a reserved field as well.
+  f.context = {z3::ule(ep_end.wide, comp.wide) || comp.wide + v.wide(16) == ep_end.wide};
   f.build = [page, tx, lend](const Solution& s) {
     // The whole descriptor image, as far as the TX buffer can ever show it.
     const uint64_t total = s["total_len"], frag = s["frag_len"];
@@ -218,11 +239,14 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
     const uint64_t c = s["comp_off"];
     put(img, c, s["total_pages"], 4);
     put(img, c + 4, s["range_count"], 4);
-    const uint64_t addrs[2] = {kRegion, kRegion + 0x10000};
-    for (uint64_t i = 0; i < std::min<uint64_t>(s["range_count"], 2); ++i) {
-      put(img, c + 16 + 16 * i, addrs[i], 8);
-      put(img, c + 16 + 16 * i + 8, 4, 4);
+    for (uint64_t i = 0; i < std::min<uint64_t>(s["range_count"], kDescRanges); ++i) {
+      put(img, c + 16 + 16 * i, desc_range(i), 8);
+      put(img, c + 16 + 16 * i + 8, kDescRangePages, 4);
     }
+    // Later constituents: a host page no constituent shares, 0 pages (so
+    // only their page count is wrong).
+    for (uint64_t i = kDescRanges; i < s["range_count"] && c + 16 + 16 * i < img.size(); ++i)
+      put(img, c + 16 + 16 * i, kSpareHostPage, 8);
     Scenario sc = prelude(page);
     const uint64_t first = std::min<uint64_t>({frag, tx, img.size()});
     if (first) add_op(sc, "tx_write", {{"offset", 0}}, {{"data", {img.begin(), img.begin() + first}}});

@@ -210,7 +210,6 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     // Other conditions the case breaks because no case of this query can keep
     // them all: the fewest, named in the case's name.
     std::vector<size_t> also;
-    bool free_others = false;  // Function::fewest_others off: only the context was kept
     if (!solve(ctx, strict, prefs, &m)) {
       if (q.kind.rfind("break-", 0) == 0) stats->not_isolable.push_back(f.name + "/" + q.kind.substr(6));
       if (q.target < 0) {
@@ -218,11 +217,30 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
         continue;
       }
       if (!f.fewest_others) {
-        if (!solve(ctx, hard, prefs, &m)) {
+        // Every other condition holds, or holds as the implementation's
+        // W-bit arithmetic computes it (the same wrap-around seen by another
+        // condition): those broken exactly are named in the case. A case
+        // that would break any other condition outright is not generated.
+        std::vector<z3::expr> narrow = hard;
+        std::vector<z3::expr> keep;  // preferences: as many held exactly as can be
+        for (size_t j = 0; j < f.conds.size(); ++j) {
+          if (static_cast<int>(j) == q.target) continue;
+          const Cond& o = f.conds[j];
+          if (o.wraps) {
+            narrow.push_back(holds(o) || z3::implies(o.guard, relation(o, true)));
+            keep.push_back(holds(o));
+          } else {
+            narrow.push_back(holds(o));
+          }
+        }
+        keep.insert(keep.end(), prefs.begin(), prefs.end());
+        if (!solve(ctx, narrow, keep, &m)) {
+          stats->not_generated.push_back(f.name + "/" + q.kind);
           ++stats->unsat;
           continue;
         }
-        free_others = true;
+        for (size_t j = 0; j < f.conds.size(); ++j)
+          if (static_cast<int>(j) != q.target && m.eval(holds(f.conds[j]), true).is_false()) also.push_back(j);
       } else {
         bool unreachable = false;
         if (!fewest_also_broken(ctx, f, q, hard, &also, &unreachable)) {
@@ -269,7 +287,7 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
       const bool is_broken = m.eval(holds(cond), true).is_false();
       if (is_broken) broken += (broken.empty() ? "" : ", ") + cond.id + " [" + cond.rule + "]";
       const bool named = std::find(also.begin(), also.end(), j) != also.end();
-      if (!free_others && static_cast<int>(j) != q.target && is_broken != named) {
+      if (static_cast<int>(j) != q.target && is_broken != named) {
         std::fprintf(stderr, "kconform-gen: %s: condition %s is %s but the name says otherwise\n",
                      c.scenario.name.c_str(), cond.id.c_str(), is_broken ? "broken" : "kept");
         std::abort();
@@ -280,7 +298,6 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
     for (size_t j : also)
       with += (with.empty() ? "" : ", ") + f.conds[j].id + " [" + f.conds[j].rule + "]";
     c.comment.push_back("Z3 " + q.what + (rule.empty() ? "" : " [" + rule + "]") +
-                        (free_others ? " (cannot be reached keeping every other condition)" : "") +
                         (with.empty() ? "" : "; no case keeps every other condition: also breaks " + with));
     c.comment.push_back("  " + sol.describe());
     c.comment.push_back("  breaks: " + (broken.empty() ? std::string("nothing (a valid call)") : broken));
@@ -311,6 +328,10 @@ std::string format_cases(const Function& f, const std::vector<Case>& cases, cons
     for (const std::string& u : stats->unreachable)
       out += "# Not generated: " + u.substr(u.find('/') + 1) +
              " (every such case also breaks a condition of an earlier stage, which ends the call first)\n";
+  if (stats)
+    for (const std::string& u : stats->not_generated)
+      out += "# Not generated: " + u.substr(u.find('/') + 1) +
+             " (no such case keeps every other condition, exactly or in the implementation's arithmetic)\n";
   for (const Case& c : cases) {
     out += "\n";
     for (const std::string& line : c.comment) out += "# " + line + "\n";

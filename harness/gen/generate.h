@@ -4,7 +4,9 @@
 // would accept). With Function::fewest_others, a case that cannot keep every
 // other condition breaks the fewest others it must, and its name lists them
 // (<kind>+<cond>...); one that would have to break a condition the model
-// checks before its target is not generated. Deterministic: same Function,
+// checks before its target is not generated. Without it, a case keeps every
+// other condition, or breaks only those whose W-bit computation still holds
+// (named the same way); others are not generated. Deterministic: same Function,
 // same cases, same order.
 #pragma once
 
@@ -28,6 +30,10 @@ struct GenStats {
   // "function/kind": every case of the query also breaks a condition of an
   // earlier stage than its target, so none reaches the target (not generated).
   std::vector<std::string> unreachable;
+  // "function/kind": Function::fewest_others off, and no case of the query
+  // keeps every other condition (exactly, or as its W-bit arithmetic computes
+  // it), so none is generated.
+  std::vector<std::string> not_generated;
 };
 
 std::vector<Case> generate(const Function& f, GenStats* stats);

@@ -109,6 +109,8 @@ constexpr ArgSpec kRawArgs[] = {{"fid", ArgKind::kEnum, -1, kFids}, kOpt("x1"), 
                                 kOpt("x4"), kOpt("x5"), kOpt("x6"), kOpt("x7")};
 constexpr ArgSpec kMisbehaveArgs[] = {{"kind", ArgKind::kEnum, -1, kFaults}, kOpt("value")};
 constexpr ArgSpec kSpArgs[] = {kHandleArg, {"sp", ArgKind::kEnum, -1, kSp, true, 0x8001}};
+constexpr ArgSpec kEl3ProfileArgs[] = {{"permissive", ArgKind::kInt}};
+constexpr ArgSpec kHostMemArgs[] = {{"addr", ArgKind::kInt}, {"pages", ArgKind::kInt}, {"value", ArgKind::kInt}};
 
 constexpr OpSpec kOps[] = {
     {"version", kVersionArgs, -1, "FFA_VERSION"},
@@ -131,6 +133,10 @@ constexpr OpSpec kOps[] = {
     {"el3_misbehave", kMisbehaveArgs, -1, "harness: the SPMC misbehaves once"},
     {"sp_retrieve", kSpArgs, -1, "harness: the borrower retrieves the memory at the SPMC"},
     {"sp_relinquish", kSpArgs, -1, "harness: the borrower relinquishes the memory at the SPMC"},
+    {"el3_profile", kEl3ProfileArgs, -1,
+     "harness: permissive=1 makes the SPMC accept what the relayer must refuse (sender, overlap, pages in use)"},
+    {"host_fill", kHostMemArgs, -1, "harness: fill 4K pages of host memory with byte value"},
+    {"host_count", kHostMemArgs, -1, "harness: how many bytes of 4K pages of host memory equal value"},
 };
 static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
 

@@ -67,6 +67,9 @@ enum OpCode : uint8_t {
   kOpEl3Misbehave = 17,   // kind, value                          (harness: arms the SPMC)
   kOpSpRetrieve = 18,     // handle, sp                           (harness: borrower at the SPMC)
   kOpSpRelinquish = 19,   // handle, sp
+  kOpEl3Profile = 20,     // permissive                           (harness: the SPMC's profile from here on)
+  kOpHostFill = 21,       // addr, pages, value                   (harness: bytes into host memory)
+  kOpHostCount = 22,      // addr, pages, value                   (harness: how many bytes equal value)
   kOpCount
 };
 

@@ -4,6 +4,7 @@
 // produced (SPEC.md HARNESS:*).
 #include "models/ffa/model.h"
 
+#include <cstring>
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
@@ -56,6 +57,31 @@ class FfaModel final : public Model {
         a.state = pre;
         push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessEl3Knob, false});
+        return;
+      }
+      case kOpHostFill:
+      case kOpHostCount: {
+        // HARNESS:HOST-MEM: bytes written, or bytes equal to value; no FF-A state change.
+        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
+        const uint8_t* m = mem_.data() + (len ? op.args[0] - profile_.phys_base : 0);
+        const uint64_t v = op.code == kOpHostFill ? len : count_bytes(m, len, static_cast<uint8_t>(op.args[2]));
+        // host_count judges the contents: SPMC:RECLAIM-ZERO says what they are.
+        const RuleId rule = op.code == kOpHostCount ? kFfaSpmcReclaimZero : kFfaHarnessHostMem;
+        Allowed a = Allowed::ok(rule, static_cast<int64_t>(v));
+        a.check_state = true;
+        a.state = pre;
+        push(out, a, kUnchanged);
+        out.hits.push_back({kFfaHarnessHostMem, false});
+        if (op.code == kOpHostCount) out.hits.push_back({kFfaSpmcReclaimZero, false});
+        return;
+      }
+      case kOpEl3Profile: {
+        // PROFILE:PERMISSIVE-EL3: the SPMC's profile, changes nothing the digest sees.
+        Allowed a = Allowed::ok(kFfaProfilePermissiveEl3, 0);
+        a.check_state = true;
+        a.state = pre;
+        push(out, a, kUnchanged);
+        out.hits.push_back({kFfaProfilePermissiveEl3, false});
         return;
       }
       case kOpSpRetrieve:
@@ -127,6 +153,16 @@ class FfaModel final : public Model {
         return;
       case kOpEl3Misbehave:
         world_->spmc.arm(static_cast<Fault>(op.args[0]), op.args[1]);
+        return;
+      case kOpEl3Profile:
+        world_->spmc.set_permissive(op.args[0] != 0);
+        return;
+      case kOpHostFill: {
+        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
+        if (len) std::memset(mem_.data() + (op.args[0] - profile_.phys_base), static_cast<uint8_t>(op.args[2]), len);
+        return;
+      }
+      case kOpHostCount:
         return;
       case kOpSpRetrieve:
       case kOpSpRelinquish: {

@@ -228,8 +228,13 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.PROXY.ERROR_ENCODING", 0, kNoMap, "rxtx_unmap", kX0},
       {"FFA.SPMC.HANDLE_ALLOC", 0, kFull, handle_table_full(), kSucceed},
       {"FFA.SPMC.IN_USE", 0, kFull, share() + share(), kSucceed},
+      {"FFA.PROFILE.PERMISSIVE_EL3", 0, kFull, "el3_profile permissive=1\n" + share(0x80010000, 1, "sender=1"), kSucceed},
       {"FFA.PROFILE.ONE_SEND", 0, kFull, "tx_mem_desc ranges=" + R({{0x80010000, 1}, {0x80020000, 1}}) + "\nmem_share frag_len=112\n" + share(0x80030000), kSucceed},
       {"FFA.SPMC.RETRIEVE_HYP", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.SPMC.HYP_RETRIEVE_REQ", 0, kFull, share() + "mem_reclaim handle=0", kState},
+      {"FFA.SPMC.HYP_RETRIEVE_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
+      {"FFA.HARNESS.HOST_MEM", 1, kFull, "host_fill addr=0x80010000 pages=4 value=7", kValuePlus},
+      {"FFA.SPMC.RECLAIM_ZERO", 0, kFull, "host_fill addr=0x80010000 pages=1 value=7\n" + desc("attrs=UNSPECIFIED") + "mem_lend\nmem_reclaim handle=0 flags=ZERO\nhost_count addr=0x80010000 pages=1 value=0", kValuePlus},
       {"FFA.SPMC.RECLAIM_RETRIEVED", 0, kFull, share() + "sp_retrieve handle=0\nmem_reclaim handle=0", kSucceed},
       {"FFA.SPMC.RECLAIM_HANDLE", 0, kFull, share() + "mem_reclaim handle=0 handle_xor=1", kSucceed},
       {"FFA.SPMC.RECLAIM_FLAGS", 0, kFull, share() + "mem_reclaim handle=0 flags=ZERO", kSucceed},
@@ -296,6 +301,90 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
 }
 
 // --- Behaviour ---------------------------------------------------------------------
+
+// SPMC:RECLAIM-ZERO: after a lend reclaimed with the zero flag every byte is
+// zero, without it every byte keeps the pattern; a proxy that dropped the
+// flag (the pattern still there) or set it (zeroes) is caught by host_count.
+TEST(FfaModel, ZeroOnReclaimIsObservable) {
+  for (uint64_t page : {4096u, 16384u})
+    for (bool zero : {false, true}) {
+      SCOPED_TRACE(std::to_string(page) + (zero ? " zero" : " keep"));
+      const ProxyProfile p = profile(page, false);
+      const uint64_t pages = page / 4096, bytes = page;
+      const std::string range = "addr=0x80010000 pages=" + std::to_string(pages);
+      Play run(p, scenario(p, kFull, "host_fill " + range + " value=0xa5\ntx_mem_desc attrs=UNSPECIFIED ranges=" +
+                                           R1(0x80010000, static_cast<uint32_t>(pages)) + "\nmem_lend\nmem_reclaim handle=0" +
+                                           (zero ? " flags=ZERO" : "") + "\nhost_count " + range + " value=0"));
+      ASSERT_TRUE(run.ok()) << run.error;
+      ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+      const Expectation e = run.expect_last();
+      ASSERT_EQ(e.allowed.size(), 1u);
+      Outcome right = pick(e.allowed[0]), wrong = right;
+      EXPECT_EQ(right.value, zero ? static_cast<int64_t>(bytes) : 0);
+      wrong.value = zero ? 0 : static_cast<int64_t>(bytes);
+      EXPECT_EQ(judge(e, right).kind, VerdictKind::kPass);
+      EXPECT_EQ(judge(e, wrong).kind, VerdictKind::kViolation);
+    }
+}
+
+// DESC:PAGES: a zero-page constituent in the first fragment of several may be
+// relayed (FFA_MEM_FRAG_RX) or refused; in a whole descriptor only refused.
+TEST(FfaModel, ZeroPageConstituentInAFirstFragmentMayBeRelayed) {
+  const ProxyProfile p = profile(4096, false);
+  auto allows = [&](const std::string& body, uint32_t x0) {
+    Play run(p, scenario(p, kFull, body));
+    EXPECT_TRUE(run.ok()) << run.error;
+    EXPECT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    const Expectation e = run.expect_last();
+    bool found = false;
+    for (const Allowed& a : e.allowed) found |= (a.regs_mask & 1) && static_cast<uint32_t>(a.regs[0]) == x0;
+    return found;
+  };
+  const std::string rs = R({{0x80010000, 1}, {0x80020000, 0}, {0x80030000, 1}});
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share frag_len=128\n", kFnMemFragRx));
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share frag_len=128\n", kFnError));
+  EXPECT_FALSE(allows("tx_mem_desc ranges=" + rs + "\nmem_share\n", kFnSuccess32));
+  EXPECT_TRUE(allows("tx_mem_desc ranges=" + rs + "\nmem_share\n", kFnError));
+}
+
+// PROFILE:PERMISSIVE-EL3: with the default SPMC a Relayer that relays a
+// descriptor it must refuse passes EL3's refusal on, which the model allows
+// (the Relayer's check is invisible); with a permissive SPMC it gets and
+// passes on FFA_SUCCESS, which no allowed outcome admits, and the rules on
+// the forbidden side are the Relayer's own.
+TEST(FfaModel, PermissiveEl3MakesTheRelayersOwnChecksVisible) {
+  struct Case {
+    std::string body;
+    const char* rule;
+  };
+  const std::vector<Case> cases = {
+      {share(0x80010000, 1, "sender=1"), "FFA.DESC.SENDER"},
+      {"tx_mem_desc ranges=" + R({{0x80010000, 4}, {0x80010000, 4}}) + "\nmem_share\n", "FFA.DESC.OVERLAP"},
+      {share(0x80010000, 4) + share(0x80010000, 4), "FFA.PROXY.HOST_MEMORY"},
+  };
+  for (uint64_t page : {4096u, 16384u})
+    for (const Case& c : cases)
+      for (bool permissive : {false, true}) {
+        SCOPED_TRACE(std::to_string(page) + " " + c.rule + (permissive ? " permissive" : " default"));
+        const ProxyProfile p = profile(page, false);
+        Play run(p, scenario(p, kFull, (permissive ? "el3_profile permissive=1\n" : "") + c.body));
+        ASSERT_TRUE(run.ok()) << run.error;
+        ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+        const Expectation e = run.expect_last();
+        bool forbidden = false;
+        for (const RuleHit& h : e.hits) forbidden |= h.forbidden && rule_info(h.rule).id == std::string(c.rule);
+        EXPECT_TRUE(forbidden) << e.note;
+        // What a Relayer that relays the call returns: EL3's answer.
+        bool relayed_error_allowed = false, success_allowed = false;
+        for (const Allowed& a : e.allowed) {
+          const uint32_t x0 = static_cast<uint32_t>(a.regs[0]);
+          if ((a.regs_mask & 1) && x0 == kFnError) relayed_error_allowed = true;
+          if ((a.regs_mask & 1) && (x0 == kFnSuccess32 || a.regs[0] == kFnSuccess64)) success_allowed = true;
+        }
+        EXPECT_TRUE(relayed_error_allowed);
+        EXPECT_FALSE(success_allowed);
+      }
+}
 
 TEST(FfaModel, ExpectLeavesTheStateAlone) {
   const ProxyProfile p = profile(4096, true);

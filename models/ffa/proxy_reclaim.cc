@@ -119,6 +119,16 @@ void expect_mem_reclaim(const World& w, const CallArgs& a, Plan& p) {
   uint64_t out[kNumRegs];
   bool refused = false;
   const uint32_t len = retrieve_region(w, handle, l, out, &refused, p);
+  if (refused && t && t->complete && t->any_retrieved() && error_code(out) == kDenied) {
+    // SPMC:HYP-RETRIEVE-REQ: a borrower holds the memory; the reclaim would
+    // be DENIED too (SPMC:RECLAIM). EL3's answer, nothing changed.
+    p.hits.add(kFfaSpmcHypRetrieveRetrieved, true);
+    p.hits.add(kFfaSpmcReclaimRetrieved, true);
+    p.hits.pass(kFfaProxyReclaimErr);
+    p.fail(kFfaSpmcHypRetrieveRetrieved, {kDenied});
+    p.error(kFfaProxyReclaimErr, kDenied);
+    return;
+  }
   if (refused) {
     // No such transaction (the reclaim fails likewise), or EL3 failed.
     const RuleId rule = t ? kFfaProxyEl3Fault : kFfaSpmcReclaimHandle;

@@ -83,13 +83,23 @@ void check_host_range(const World& w, const Constituent& c, uint32_t i, RangeGua
 }
 
 // Checks the n constituents at byte offset off of buf (each on its own, then
-// against those before it) and adds the good ones to list.
+// against those before it) and adds the good ones to list. relay_empty: the
+// first fragment of several, where a constituent of zero pages shares nothing
+// and the SPMC refuses the complete descriptor at its last fragment, so the
+// proxy may refuse it (DESC:PAGES) or relay it (it adds nothing to list).
 void take_ranges(const World& w, std::span<const uint8_t> buf, uint64_t off, uint32_t n, RangeList& list,
-                 RangeGuard& g) {
+                 RangeGuard& g, bool relay_empty = false) {
   for (uint32_t i = 0; i < n; ++i) {
     Constituent c;
     read_constituent(buf, off + uint64_t{i} * kConstituentSize, &c);
     DescError e = constituent_error(c);
+    if (e == DescError::kPageCount && relay_empty && g.plan) {
+      g.hits.pass(kFfaDescPageCount);
+      g.hits.note("constituent %u (%#llx) of 0 pages in a first fragment: refused or relayed", list.size(),
+                  static_cast<unsigned long long>(c.address));
+      g.plan->error(kFfaDescPageCount, kInvalidParameters);
+      continue;
+    }
     if (e == DescError::kOk && list.overlaps(c)) e = DescError::kOverlap;
     fail_descriptor(e, g);
     if (e == DescError::kPageCount && !w.range_is(c.address, kFfaPage, PageView::kOwned)) {
@@ -191,7 +201,8 @@ void send_first_fragment(const World& w, const CallArgs& a, MemKind kind, std::s
   }
   RangeList list{nullptr, 0, p.ranges, 0};
   RangeGuard g{p.hits, &p};
-  take_ranges(w, frag_bytes, r.ranges_off, static_cast<uint32_t>(here / kConstituentSize), list, g);
+  take_ranges(w, frag_bytes, r.ranges_off, static_cast<uint32_t>(here / kConstituentSize), list, g,
+              /*relay_empty=*/true);
   if (p.failed) return;
   uint64_t out[kNumRegs];
   const Fault armed = p.el3_armed();

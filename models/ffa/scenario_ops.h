@@ -169,4 +169,20 @@ inline uint64_t tx_clip(const ProxyProfile& p, bool known, uint64_t window, uint
   return n < mbox - offset ? n : mbox - offset;
 }
 
+// HARNESS:HOST-MEM: host_fill/host_count address [addr, addr + 4K*pages): its
+// length in bytes if it is 4K-aligned and wholly host memory, else 0.
+inline uint64_t host_mem_len(const ProxyProfile& p, uint64_t addr, uint64_t pages) {
+  const uint64_t host = p.host_pages * p.page_size;
+  if (addr % kFfaPage || pages == 0 || pages > host / kFfaPage || addr < p.phys_base) return 0;
+  const uint64_t len = pages * kFfaPage;
+  return addr - p.phys_base <= host - len ? len : 0;
+}
+// HARNESS:HOST-MEM: host_count's result, the bytes of mem (len bytes at the
+// range) equal to value.
+inline uint64_t count_bytes(const uint8_t* mem, uint64_t len, uint8_t value) {
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < len; ++i) n += mem[i] == value;
+  return n;
+}
+
 }  // namespace kconform::ffa

@@ -17,7 +17,6 @@ constexpr uint32_t kPartitionInfoSize10 = 8, kPartitionInfoSize11 = 24;
 constexpr uint16_t kPartitionExecContexts = 1;
 constexpr uint32_t kPartitionPropDirectMsg = 0x3, kPartitionPropAarch64 = 1u << 8;
 // The smallest descriptor a retrieve request can be (the v1.0 header).
-constexpr uint32_t kRetrieveRequestMin = 32;
 // Retrieve response flags: the transaction type in bits [4:3] (Table 10.22).
 constexpr uint32_t kTransactionTypeShift = 3;
 
@@ -179,6 +178,7 @@ void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phy
   phys_ = phys;
   phys_base_ = phys_base;
   session_ = SpmcSession{};
+  permissive_ = false;
   for (Transaction& t : tx_) t.live = false;
 }
 
@@ -270,13 +270,22 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   h.pass(kFfaDescLayout);
   MemRegion r;
   DescError e = parse_region(desc, static_cast<uint32_t>(desc.size()), l, &r);
-  if (e == DescError::kOk) e = check_semantics(r, kind, kHostId, [](uint16_t id, const void* ctx) {
+  // PROFILE:PERMISSIVE-EL3: any sender is taken for the caller.
+  const bool any_sender = permissive_ && e == DescError::kOk && r.sender != kHostId;
+  if (any_sender) h.pass(kFfaProfilePermissiveEl3);
+  if (e == DescError::kOk) e = check_semantics(r, kind, any_sender ? r.sender : kHostId, [](uint16_t id, const void* ctx) {
         return static_cast<const Spmc*>(ctx)->known_sp(id);
       }, this);
   // A donation has exactly one receiver (ours: Table 10.20 note).
   if (e == DescError::kOk && kind == MemKind::kDonate && r.ep_count != 1) e = DescError::kReceiver;
   Constituent ranges[kMaxRanges];
   if (e == DescError::kOk) e = check_ranges(desc, r, static_cast<uint32_t>(desc.size()), ranges);
+  // PROFILE:PERMISSIVE-EL3: overlapping constituents are taken as given
+  // (check_ranges has read them all by then).
+  if (e == DescError::kOverlap && permissive_) {
+    h.pass(kFfaProfilePermissiveEl3);
+    e = DescError::kOk;
+  }
   if (e != DescError::kOk) {
     h.broke(desc_error_rule(e), "descriptor: %s", desc_error_name(e));
     return kInvalidParameters;
@@ -295,8 +304,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
       return kInvalidParameters;
     }
   h.pass(kFfaSpmcNsMemory);
-  // No page already held by a live transaction.
-  for (uint32_t i = 0; i < r.range_count; ++i)
+  // No page already held by a live transaction (PROFILE:PERMISSIVE-EL3: any).
+  for (uint32_t i = 0; i < r.range_count && !permissive_; ++i)
     for (uint64_t p = 0; p < ranges[i].pages; ++p)
       if (page_held(ranges[i].address + p * kFfaPage)) {
         h.broke(kFfaSpmcInUse, "page %#llx already shared",
@@ -700,13 +709,51 @@ void Spmc::frag_rx(Reply& r) const {
   retrieve_chunk(r, false);
 }
 
+// SPMC:HYP-RETRIEVE-REQ: what is wrong with a hypervisor retrieve request req
+// (whole, in TX) in layout l, or nullptr. Every field but the handle, the
+// endpoint count and (v1.1+) the endpoint descriptor size and array offset,
+// which mean nothing with no endpoint, is zero; so are bytes after the header.
+namespace {
+const char* hyp_retrieve_fault(std::span<const uint8_t> req, Layout l, uint64_t tx_tag) {
+  const uint32_t hdr = header_size(l);
+  if (req.size() < hdr) return "shorter than the header of the negotiated version";
+  uint16_t sender = 0;
+  uint32_t flags = 0;
+  uint64_t tag = 0;
+  get_u16(req, 0, &sender);
+  get_u32(req, 4, &flags);
+  get_u64(req, 16, &tag);
+  if (sender != kHostId) return "sender is not the Normal world's owner (0)";
+  if (flags != 0) return "flags not zero";
+  if (tag != 0 && tag != tx_tag) return "tag neither zero nor the transaction's";
+  for (uint64_t i = 2; i < 4; ++i)  // v1.0: attributes u8 @2, reserved u8 @3; v1.1+: attributes u16 @2
+    if (req[i] != 0) return "memory attributes not zero";
+  if (l == Layout::kV10) {
+    for (uint64_t i = 24; i < 28; ++i)
+      if (req[i] != 0) return "reserved field @24 not zero";
+  } else {
+    for (uint64_t i = 36; i < 48; ++i)
+      if (req[i] != 0) return "reserved bytes @36..47 not zero";
+  }
+  for (uint64_t i = hdr; i < req.size(); ++i)
+    if (req[i] != 0) return "bytes after the header not zero (no endpoint descriptor)";
+  return nullptr;
+}
+}  // namespace
+
 void Spmc::retrieve_req(Reply& r) const {
   SpmcSession& s = r.s();
+  Hits& h = r.h;
   const uint32_t total = r.a.w1(), frag = r.a.w2();
   if (!s.mapped) return r.error(kDenied);
-  if (r.a.w3() != 0 || r.a.w4() != 0 || total == 0 || frag != total || frag > s.mbox_bytes)
+  const Layout l = layout_for(s.ns_version);
+  // SPMC:HYP-RETRIEVE-REQ: whole, in TX (no buffer of its own), at least the header.
+  if (r.a.w3() != 0 || r.a.w4() != 0 || total == 0 || frag != total || frag > s.mbox_bytes ||
+      total < header_size(l) || r.tx.size() < total) {
+    h.broke(kFfaSpmcHypRetrieveReq, "hypervisor retrieve request: length %u, fragment %u, buffer %#x/%u", total,
+            frag, r.a.w3(), r.a.w4());
     return r.error(kInvalidParameters);
-  if (r.tx.size() < total || total < kRetrieveRequestMin) return r.error(kInvalidParameters);
+  }
   const std::span<const uint8_t> req = r.tx.first(total);
   uint64_t handle = 0;
   uint32_t ep_count = 0;
@@ -716,14 +763,26 @@ void Spmc::retrieve_req(Reply& r) const {
   if (ep_count != 0) return r.error(kDenied);
   const Transaction* t = find(handle);
   if (!t || !t->complete) {
-    r.h.broke(kFfaSpmcRetrieveHyp, "no transaction %#llx", static_cast<unsigned long long>(handle));
+    h.broke(kFfaSpmcRetrieveHyp, "no transaction %#llx", static_cast<unsigned long long>(handle));
     return r.error(kInvalidParameters);
   }
+  if (const char* why = hyp_retrieve_fault(req, l, t->tag)) {
+    h.broke(kFfaSpmcHypRetrieveReq, "hypervisor retrieve request of %#llx: %s", static_cast<unsigned long long>(handle),
+            why);
+    return r.error(kInvalidParameters);
+  }
+  h.pass(kFfaSpmcHypRetrieveReq);
+  // SPMC:HYP-RETRIEVE-REQ: memory a borrower holds cannot be reclaimed
+  // (SPMC:RECLAIM), so its description is not handed out for that (DENIED).
+  if (t->any_retrieved()) {
+    h.broke(kFfaSpmcHypRetrieveRetrieved, "handle %#llx retrieved by a borrower", static_cast<unsigned long long>(handle));
+    return r.error(kDenied);
+  }
+  h.pass(kFfaSpmcHypRetrieveRetrieved);
   if (s.rx_full) return r.error(kBusy);
   // Describe the pages not yet reclaimed, as runs within each constituent.
   const uint32_t n = unreclaimed_runs(*t, nullptr);
   if (n > kMaxRanges) return r.error(kNoMemory);
-  const Layout l = layout_for(s.ns_version);
   const uint64_t len = region_size(response_spec(*t, l, nullptr, n));
   s.resp_len = len > kMaxDescBytes ? 0 : static_cast<uint32_t>(len);
   if (s.resp_len == 0) return r.error(kNoMemory);

@@ -180,6 +180,11 @@ class Spmc {
     session_.fault_value = value;
   }
   Fault armed() const { return session_.fault; }
+  // PROFILE:PERMISSIVE-EL3: from here on the SPMC accepts, in a send's
+  // descriptor, what a Relayer must refuse on its own: a sender that is not
+  // the caller, overlapping constituents, pages a live transaction holds.
+  void set_permissive(bool on) { permissive_ = on; }
+  bool permissive() const { return permissive_; }
 
   // The FF-A error a complete send descriptor would get (0 if none), without
   // changing anything. desc is the whole descriptor.
@@ -236,6 +241,7 @@ class Spmc {
                            const Reclaim2Checks& check, Hits& h) const;
 
   SpmcConfig cfg_;
+  bool permissive_ = false;
   std::span<uint8_t> phys_;
   uint64_t phys_base_ = 0;
   SpmcSession session_;

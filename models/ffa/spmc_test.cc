@@ -68,6 +68,37 @@ class SpmcTest : public ::testing::Test {
   uint64_t out[kNumRegs] = {};
 };
 
+// PROFILE:PERMISSIVE-EL3: what the default SPMC refuses (and so hides a
+// Relayer's own check behind), the permissive one accepts; the rest it still
+// refuses.
+TEST_F(SpmcTest, PermissiveAcceptsWhatTheRelayerMustRefuse) {
+  auto send = [&](std::vector<Constituent> rs, uint16_t sender) {
+    DescSpec s;
+    s.layout = Layout::kV12;
+    s.sender = sender;
+    s.ranges = rs.data();
+    s.n_ranges = static_cast<uint32_t>(rs.size());
+    const uint32_t n = static_cast<uint32_t>(build_region(s, std::span<uint8_t>(tx(), 0x1000)));
+    call({kFnMemShare64, n, n});
+    return is_success(out);
+  };
+  const std::vector<Constituent> overlap = {{kBase, 2, 0}, {kBase + 0x1000, 1, 0}};
+  for (bool permissive : {false, true}) {
+    SCOPED_TRACE(permissive);
+    SetUp();
+    spmc->set_permissive(permissive);
+    EXPECT_EQ(send({{kBase, 1, 0}}, 0x1234), permissive);         // sender is not the caller
+    EXPECT_EQ(send(overlap, 0), permissive);                        // overlapping constituents
+    EXPECT_TRUE(send({{kBase + 0x10000, 1, 0}}, 0));
+    EXPECT_EQ(send({{kBase + 0x10000, 1, 0}}, 0), permissive);     // a page a live transaction holds
+    EXPECT_FALSE(send({{kBase + 0x20001, 1, 0}}, 0));              // still: a misaligned constituent
+    EXPECT_FALSE(send({{0x10000000, 1, 0}}, 0));                   // still: outside NS memory
+  }
+  // reset() restores the default.
+  SetUp();
+  EXPECT_FALSE(spmc->permissive());
+}
+
 TEST_F(SpmcTest, ShareThenReclaim) {
   const uint64_t before = digest();
   const uint64_t h = share({{kBase, 2, 0}});
@@ -186,6 +217,70 @@ TEST_F(SpmcTest, HypervisorRetrieveDescribesTheRegion) {
   EXPECT_TRUE(is_success(out));
   call({kFnRxRelease});
   EXPECT_EQ(error_code(out), kDenied);
+}
+
+// SPMC:HYP-RETRIEVE-REQ: each way the hypervisor's request can be malformed
+// is INVALID_PARAMETERS under FFA.SPMC.HYP_RETRIEVE_REQ; the well-formed one
+// (the model proxy's, or all zero but the handle) is answered.
+TEST_F(SpmcTest, HypervisorRetrieveRequestIsCheckedUnderItsOwnRule) {
+  const uint64_t h = share({{kBase, 1, 0}});
+  struct Bad {
+    const char* what;
+    uint32_t off, width;
+    uint64_t value;
+    uint32_t len = 48;
+    uint64_t w3 = 0;
+  };
+  const std::vector<Bad> bad = {
+      {"sender", 0, 2, 0x8001},     {"attributes", 2, 2, 0x2f},   {"flags", 4, 4, 1},
+      {"tag", 16, 8, 7},            {"reserved @36", 36, 4, 1},   {"reserved @44", 44, 4, 1},
+      {"trailing", 48, 4, 1, 64},   {"short", 0, 0, 0, 40},       {"own buffer", 0, 0, 0, 48, kTx},
+  };
+  auto request = [&](const Bad* b) {
+    std::fill(tx(), tx() + 0x1000, 0);
+    std::span<uint8_t> t(tx(), 0x1000);
+    put_u64(t, 8, h);
+    put_u32(t, 24, 32);  // what the model proxy writes (v1.2: EMAD size, array offset)
+    put_u32(t, 32, 48);
+    uint32_t len = 48;
+    uint64_t w3 = 0;
+    if (b) {
+      for (uint32_t i = 0; i < b->width; ++i) tx()[b->off + i] = static_cast<uint8_t>(b->value >> (8 * i));
+      len = b->len;
+      w3 = b->w3;
+    }
+    Hits hits;
+    uint64_t in[kNumRegs] = {kFnMemRetrieveReq64, len, len, w3};
+    spmc->smc(in, out, &hits);
+    bool broke = false;
+    for (uint32_t i = 0; i < hits.size(); ++i) broke |= hits[i].rule == kFfaSpmcHypRetrieveReq && hits[i].forbidden;
+    return broke;
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.what);
+    EXPECT_TRUE(request(&b));
+    EXPECT_EQ(error_code(out), kInvalidParameters);
+  }
+  EXPECT_FALSE(request(nullptr));
+  EXPECT_EQ(out[0], kFnMemRetrieveResp);
+  call({kFnRxRelease});
+  // Retrieved by a borrower: DENIED under its own rule; relinquished: answered.
+  uint64_t r[kNumRegs];
+  spmc->sp_retrieve(h, 0x8001, r);
+  ASSERT_TRUE(is_success(r));
+  std::fill(tx(), tx() + 48, 0);
+  put_u64(std::span<uint8_t>(tx(), 48), 8, h);
+  Hits hits;
+  uint64_t in[kNumRegs] = {kFnMemRetrieveReq64, 48, 48};
+  spmc->smc(in, out, &hits);
+  EXPECT_EQ(error_code(out), kDenied);
+  bool denied_by_rule = false;
+  for (uint32_t i = 0; i < hits.size(); ++i)
+    denied_by_rule |= hits[i].rule == kFfaSpmcHypRetrieveRetrieved && hits[i].forbidden;
+  EXPECT_TRUE(denied_by_rule);
+  spmc->sp_relinquish(h, 0x8001, r);
+  call({kFnMemRetrieveReq64, 48, 48});
+  EXPECT_EQ(out[0], kFnMemRetrieveResp);
 }
 
 TEST_F(SpmcTest, RetrievedRegionCannotBeReclaimed) {

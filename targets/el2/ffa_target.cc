@@ -188,6 +188,17 @@ void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) 
     F::Hits hits;
     spmc_->smc(in, out, &hits);
     check_reclaim2_relay(in, hits, &breaks_);
+  } else if ((in[0] & 0xffffffffu) == F::kFnMemRetrieveReq32 || (in[0] & 0xffffffffu) == F::kFnMemRetrieveReq64) {
+    // SPMC:HYP-RETRIEVE-REQ: a request the hypervisor builds wrong is its
+    // finding (the host cannot send one: the proxy does not relay it).
+    F::Hits hits;
+    spmc_->smc(in, out, &hits);
+    for (uint32_t i = 0; i < hits.size(); ++i)
+      if (hits[i].forbidden && hits[i].rule == kFfaSpmcHypRetrieveReq)
+        breaks_.push_back({kFfaSpmcHypRetrieveReq, "the proxy sent a malformed hypervisor retrieve request (SPEC.md "
+                                                   "SPMC:HYP-RETRIEVE-REQ): " + std::string(hits.text()) +
+                                                   " (w1..w4 = " + hex(in[1]) + " " + hex(in[2]) + " " + hex(in[3]) +
+                                                   " " + hex(in[4]) + ")"});
   } else {
     spmc_->smc(in, out);
   }
@@ -270,6 +281,18 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       case kOpEl3Misbehave:
         spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
         break;
+      case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3
+        spmc_->set_permissive(op.args[0] != 0);
+        break;
+      case kOpHostFill:
+      case kOpHostCount: {  // HARNESS:HOST-MEM, on the RAM ffa.c and the SPMC use
+        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
+        uint8_t* m = len ? el2_phys(op.args[0], len) : nullptr;
+        const uint8_t v = static_cast<uint8_t>(op.args[2]);
+        if (m && op.code == kOpHostFill) std::memset(m, v, len);
+        o = Outcome::ok(static_cast<int64_t>(!m ? 0 : op.code == kOpHostFill ? len : count_bytes(m, len, v)));
+        break;
+      }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
