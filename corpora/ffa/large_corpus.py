@@ -118,8 +118,9 @@ def cases(ps: int) -> list[tuple[str, str, list[str]]]:
             fragmented(ps, pages(ps, fit), 256) + ["mem_reclaim handle=0"])
         add(f"desc-buf-over-{fit + 1}",
             f"A share of {fit + 1} constituents: the retrieve response is {HEADER + 16 * (fit + 1)} bytes, 16 "
-            f"more than the proxy's descriptor buffer: the reclaim is NO_MEMORY and nothing changes (the "
-            f"pages stay shared, the transaction live) [PROFILE:DESC-BUF]",
+            f"more than the proxy's descriptor buffer: the proxy may refuse the send (NO_MEMORY, nothing "
+            f"changes; stock pKVM does, and the fragments and reclaim that follow name no transaction) or "
+            f"relay it, and then the reclaim is NO_MEMORY with the pages still shared [PROFILE:DESC-BUF]",
             fragmented(ps, pages(ps, fit + 1), 256) + ["mem_reclaim handle=0"])
     return [c for c in out if c[2]]
 
