@@ -46,6 +46,7 @@ def rng(pairs: list[tuple[int, int]]) -> str:
 
 def pages(ps: int, n: int, first: int = 0) -> list[tuple[int, int]]:
     """n constituents of one host page each, from the bottom of host RAM."""
+    assert first + n <= LOW_PAGES[ps], f"{first + n} constituents at {ps}: more than the low host RAM"
     base = TOP - LOW_PAGES[ps] * ps
     return [(base + (first + i) * ps, ps // 4096) for i in range(n)]
 
@@ -74,7 +75,7 @@ def cases(ps: int) -> list[tuple[str, str, list[str]]]:
     def add(name: str, comment: str, ops: list[str]) -> None:
         out.append((name, comment, ops))
 
-    n = {4096: 600, 16384: 1100, 65536: 300}[ps]
+    n = {4096: 600, 16384: 1080, 65536: 300}[ps]
 
     def frags(ops: list[str]) -> int:
         return 1 + sum(op.startswith("mem_frag_tx") for op in ops)

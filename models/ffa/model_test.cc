@@ -711,55 +711,64 @@ TEST(FfaModel, ReclaimLongerThanTheProxysBufferIsNoMemory) {
   }
 }
 
-// corpora/ffa/large.kcs at 4K with the EL2 target's host RAM (2368 more host
-// pages below 0x80000000, targets/el2/ffa_target.cc) and Debian 7.3's
-// descriptor buffer (9 pages besides two 1-page mailboxes): each send of the
-// transactions larger than a mailbox may succeed fragment by fragment, each
-// reclaim from a multi-chunk retrieve response may succeed, and the reclaim
+// corpora/ffa/large.kcs with the EL2 target's host RAM (more host pages below
+// 0x80000000, targets/el2/ffa_target.cc) and Debian 7.3's descriptor buffer
+// (hyp_ffa_proxy_pages() less two 1-page mailboxes), at each page size: each
+// send of the transactions larger than a mailbox may succeed fragment by
+// fragment, each reclaim from a multi-chunk retrieve response may succeed; a
+// send longer than the buffer may be refused with NO_MEMORY, and the reclaim
 // 16 bytes over the buffer allows NO_MEMORY only (PROFILE:DESC-BUF).
-TEST(FfaModel, LargeTransactionsWithTheEl2TargetsRamAt4k) {
-  ProxyProfile p = profile(4096, false);
-  p.phys_base = 0x80000000ull - 2368 * 4096ull;
-  p.host_pages = 64 + 2368;
-  p.hyp_pages = 11;
-  p.desc_buf_bytes = 9 * 4096;
+TEST(FfaModel, LargeTransactionsWithTheEl2TargetsRam) {
+  struct Layout {
+    uint64_t page, low, hyp_pages;
+    uint32_t cap;
+    size_t scenarios;
+  };
   std::vector<Scenario> scenarios;
   std::string err;
   ASSERT_TRUE(load_scenario_file(source_dir() + "/../../corpora/ffa/large.kcs", &scenarios, &err)) << err;
-  size_t played = 0;
-  for (const Scenario& s : scenarios) {
-    if (s.requires_caps & ~kCapPage4k) continue;
-    SCOPED_TRACE(s.name);
-    auto m = make_model(p);
-    m->begin(s);
-    const bool over = s.name.find("desc-buf-over") != std::string::npos;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-      Expectation e;
-      m->expect(s, i, e);
-      ASSERT_FALSE(e.allowed.empty()) << "op " << i << ": " << e.note;
-      const Allowed* ok = nullptr;
-      for (const Allowed& a : e.allowed)
-        if (!ok && a.regs[0] != kFnError) ok = &a;
-      const bool last = i + 1 == s.ops.size();
-      if (s.ops[i].code == kOpMemShare) {
-        // PROFILE:DESC-BUF: a send longer than the buffer may be refused.
-        bool no_memory = false;
+  for (const Layout& l : {Layout{4096, 2368, 11, kCapPage4k, 7}, Layout{16384, 1088, 5, kCapPage16k, 5},
+                          Layout{65536, 320, 3, kCapPage64k, 4}}) {
+    ProxyProfile p = profile(l.page, false);
+    p.phys_base = 0x80000000ull - l.low * l.page;
+    p.host_pages = 64 + l.low;
+    p.hyp_pages = l.hyp_pages;
+    p.desc_buf_bytes = (l.hyp_pages - 2) * l.page;
+    size_t played = 0;
+    for (const Scenario& s : scenarios) {
+      if (s.requires_caps & ~l.cap) continue;
+      SCOPED_TRACE(s.name);
+      auto m = make_model(p);
+      m->begin(s);
+      const bool over = s.name.find("desc-buf-over") != std::string::npos;
+      for (size_t i = 0; i < s.ops.size(); ++i) {
+        Expectation e;
+        m->expect(s, i, e);
+        ASSERT_FALSE(e.allowed.empty()) << "op " << i << ": " << e.note;
+        const Allowed* ok = nullptr;
         for (const Allowed& a : e.allowed)
-          no_memory |= a.regs[0] == kFnError && static_cast<int32_t>(a.regs[2]) == kNoMemory;
-        EXPECT_EQ(no_memory, over);
+          if (!ok && a.regs[0] != kFnError) ok = &a;
+        const bool last = i + 1 == s.ops.size();
+        if (s.ops[i].code == kOpMemShare) {
+          // PROFILE:DESC-BUF: a send longer than the buffer may be refused.
+          bool no_memory = false;
+          for (const Allowed& a : e.allowed)
+            no_memory |= a.regs[0] == kFnError && static_cast<int32_t>(a.regs[2]) == kNoMemory;
+          EXPECT_EQ(no_memory, over);
+        }
+        if (over && last) {
+          EXPECT_EQ(ok, nullptr) << "the reclaim over the buffer may succeed";
+          for (const Allowed& a : e.allowed) EXPECT_EQ(static_cast<int32_t>(a.regs[2]), kNoMemory) << to_string(a);
+          EXPECT_TRUE(hit(e, kFfaProfileDescBuf));
+        } else if (s.name.find("rx-held") == std::string::npos) {
+          ASSERT_NE(ok, nullptr) << "op " << i << " cannot succeed: " << e.note;
+        }
+        m->commit(s, i, pick(ok ? *ok : e.allowed[0]));
       }
-      if (over && last) {
-        EXPECT_EQ(ok, nullptr) << "the reclaim over the buffer may succeed";
-        for (const Allowed& a : e.allowed) EXPECT_EQ(static_cast<int32_t>(a.regs[2]), kNoMemory) << to_string(a);
-        EXPECT_TRUE(hit(e, kFfaProfileDescBuf));
-      } else if (s.name.find("rx-held") == std::string::npos) {
-        ASSERT_NE(ok, nullptr) << "op " << i << " cannot succeed: " << e.note;
-      }
-      m->commit(s, i, pick(ok ? *ok : e.allowed[0]));
+      ++played;
     }
-    ++played;
+    EXPECT_EQ(played, l.scenarios) << l.page;
   }
-  EXPECT_EQ(played, 7u);
 }
 
 TEST(FfaModel, ScenarioTextRoundTrips) {
