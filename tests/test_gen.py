@@ -54,3 +54,12 @@ def test_gmem_cases_pass_on_this_kernel(tmp_path):
     new = [f for f in run["findings"] if not f["baselined_by"]]
     assert not new, json.dumps(new, indent=1)
     assert run["counts"]["pass"] > 100
+
+
+def test_large_ffa_corpus_is_what_its_generator_writes():
+    """corpora/ffa/large.kcs is written by large_corpus.py: the committed file is current."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, str(REPO / "corpora" / "ffa" / "large_corpus.py"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -13,7 +13,7 @@
 namespace kconform::ffa {
 
 inline constexpr uint32_t kMaxReceivers = 4;     // ours: receivers one descriptor may name
-inline constexpr uint32_t kMaxRanges = 256;      // ours: constituents one transaction may hold
+inline constexpr uint32_t kMaxRanges = 2560;     // ours: constituents one transaction may hold (SPEC.md SPMC:HANDLE)
 inline constexpr uint32_t kConstituentSize = 16;  // Table 10.14
 inline constexpr uint32_t kCompositeSize = 16;    // Table 10.13 (header before the constituents)
 // SPEC.md DESC:COMPOSITE (ours): a composite offset must be 8-byte aligned; a

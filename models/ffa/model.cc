@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
+#include "models/common/zero.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/plan.h"
 #include "models/ffa/scenario_ops.h"
@@ -22,7 +23,10 @@ class FfaModel final : public Model {
         sp_answer_(std::make_unique<SpmcAnswer>()) {}
 
   void begin(const Scenario&) override {
-    mem_.assign(profile_.ram_bytes(), 0);
+    if (mem_.size() == profile_.ram_bytes())
+      zero_bytes(mem_.data(), mem_.size());  // costs the pages the last scenario touched
+    else
+      mem_.assign(profile_.ram_bytes(), 0);
     world_->reset(profile_, mem_);
     handles_.clear();
     last_desc_len_ = 0;

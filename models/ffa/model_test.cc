@@ -141,13 +141,17 @@ enum Wrong {
 
 struct RuleCase {
   const char* rule;
-  int prof;  // 0: 4K, 1: 16K, 2: 4K + RECLAIM2, 3: 16K + RECLAIM2
+  int prof;  // 0: 4K, 1: 16K, 2: 4K + RECLAIM2, 3: 16K + RECLAIM2, 4: 4K with a 100-byte descriptor buffer
   Pre pre;
   std::string body;
   Wrong wrong;
 };
 
-ProxyProfile prof_of(int k) { return profile(k & 1 ? 16384 : 4096, k >= 2); }
+ProxyProfile prof_of(int k) {
+  ProxyProfile p = profile(k & 1 ? 16384 : 4096, k == 2 || k == 3);
+  if (k == 4) p.desc_buf_bytes = 100;  // below a one-constituent retrieve response (112 bytes at v1.2)
+  return p;
+}
 
 const std::string kD = "0x80010000";
 std::string share(uint64_t a = 0x80010000, uint32_t pages = 1, const std::string& extra = "") {
@@ -239,7 +243,7 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.SPMC.RECLAIM_HANDLE", 0, kFull, share() + "mem_reclaim handle=0 handle_xor=1", kSucceed},
       {"FFA.SPMC.RECLAIM_FLAGS", 0, kFull, share() + "mem_reclaim handle=0 flags=ZERO", kSucceed},
       {"FFA.SPMC.NS_MEMORY", 0, kFull, share(0x10000000), kSucceed},
-      {"FFA.SPMC.DESC_TOO_BIG", 0, kFull, desc("") + "mem_share total_len=9000 frag_len=112", kSucceed},
+      {"FFA.SPMC.DESC_TOO_BIG", 0, kFull, desc("") + "mem_share total_len=70000 frag_len=112", kSucceed},
       {"FFA.R2.NOT_IMPLEMENTED", 0, kFull, r2("count=1 total_pages=4"), kSucceed},
       {"FFA.R2.FLAGS", 2, kFull, r2("flags=0x4 count=1 total_pages=4"), kSucceed},
       {"FFA.R2.OFFSET_ALIGN", 2, kFull, r2("offset=8 count=1 total_pages=4"), kSucceed},
@@ -257,6 +261,7 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.R2.UNSHARE", 2, kFull, r2("count=1 total_pages=4"), kState},
       {"FFA.R2.HOST_GRANULE", 3, kFull, share(0x80010000, 4) + "tx_constituents offset=0 ranges=" + R1(0x80010000, 4) + "\nmem_reclaim2 handle=0 count=1 page_index=1 total_pages=4", kSucceed},
       {"FFA.R2.EQUIVALENCE", 2, kFull, r2("count=1 total_pages=4"), kState},
+      {"FFA.PROFILE.DESC_BUF", 4, kFull, share(), kSucceed},
   };
 }
 
@@ -884,6 +889,110 @@ TEST(FfaModel, SecondSendWhileOneIsInFlightIsAProfileChoice) {
   EXPECT_FALSE(a.success);
   EXPECT_TRUE(a.refused.count(kBusy));
   EXPECT_TRUE(a.refused.count(kDenied));
+}
+
+// PROFILE:DESC-BUF on both sides: a retrieve response that just fits the
+// proxy's buffer is reclaimed; one byte less of buffer and the reclaim is
+// NO_MEMORY with the pages still shared and the transaction still at EL3.
+TEST(FfaModel, ReclaimLongerThanTheProxysBufferIsNoMemory) {
+  for (const uint64_t buf : {uint64_t{112}, uint64_t{111}}) {
+    SCOPED_TRACE(buf);
+    ProxyProfile p = profile(4096, false);
+    p.desc_buf_bytes = buf;
+    Play run(p, scenario(p, kFull, share(0x80010000, 2) + "mem_reclaim handle=0"));
+    ASSERT_TRUE(run.ok()) << run.error;
+    // The send (as long as the response) may be refused too: play it relayed.
+    for (size_t i = 0; i + 1 < run.s.ops.size(); ++i) {
+      Expectation e;
+      run.m->expect(run.s, i, e);
+      ASSERT_FALSE(e.allowed.empty()) << e.note;
+      const Allowed* ok = &e.allowed[0];
+      for (const Allowed& a : e.allowed)
+        if (a.regs[0] != kFnError) {
+          ok = &a;
+          break;
+        }
+      run.last_state = pick(*ok).state;
+      run.m->commit(run.s, i, pick(*ok));
+    }
+    const uint64_t shared = run.last_state;
+    const Expectation e = run.expect_last();
+    ASSERT_FALSE(e.allowed.empty()) << e.note;
+    EXPECT_TRUE(hit(e, kFfaProfileDescBuf));
+    Outcome no_memory = Outcome::ok(0);
+    no_memory.regs[0] = kFnError;
+    no_memory.regs[2] = static_cast<uint32_t>(kNoMemory);
+    no_memory.state = shared;
+    Outcome reclaimed = pick(e.allowed[0]);
+    reclaimed.regs[0] = kFnSuccess32;
+    bool admits_no_memory = false, admits_success = false;
+    for (const Allowed& a : e.allowed) {
+      admits_no_memory |= a.admits(no_memory);
+      admits_success |= a.admits(reclaimed) && a.state != shared;
+    }
+    EXPECT_EQ(admits_no_memory, buf == 111);
+    EXPECT_EQ(admits_success, buf == 112);
+  }
+}
+
+// corpora/ffa/large.kcs with the EL2 target's host RAM (more host pages below
+// 0x80000000, targets/el2/ffa_target.cc) and Debian 7.3's descriptor buffer
+// (hyp_ffa_proxy_pages() less two 1-page mailboxes), at each page size: each
+// send of the transactions larger than a mailbox may succeed fragment by
+// fragment, each reclaim from a multi-chunk retrieve response may succeed; a
+// send longer than the buffer may be refused with NO_MEMORY, and the reclaim
+// 16 bytes over the buffer allows NO_MEMORY only (PROFILE:DESC-BUF).
+TEST(FfaModel, LargeTransactionsWithTheEl2TargetsRam) {
+  struct Layout {
+    uint64_t page, low, hyp_pages;
+    uint32_t cap;
+    size_t scenarios;
+  };
+  std::vector<Scenario> scenarios;
+  std::string err;
+  ASSERT_TRUE(load_scenario_file(source_dir() + "/../../corpora/ffa/large.kcs", &scenarios, &err)) << err;
+  for (const Layout& l : {Layout{4096, 2368, 11, kCapPage4k, 7}, Layout{16384, 1088, 5, kCapPage16k, 5},
+                          Layout{65536, 320, 3, kCapPage64k, 4}}) {
+    ProxyProfile p = profile(l.page, false);
+    p.phys_base = 0x80000000ull - l.low * l.page;
+    p.host_pages = 64 + l.low;
+    p.hyp_pages = l.hyp_pages;
+    p.desc_buf_bytes = (l.hyp_pages - 2) * l.page;
+    size_t played = 0;
+    for (const Scenario& s : scenarios) {
+      if (s.requires_caps & ~l.cap) continue;
+      SCOPED_TRACE(s.name);
+      auto m = make_model(p);
+      m->begin(s);
+      const bool over = s.name.find("desc-buf-over") != std::string::npos;
+      for (size_t i = 0; i < s.ops.size(); ++i) {
+        Expectation e;
+        m->expect(s, i, e);
+        ASSERT_FALSE(e.allowed.empty()) << "op " << i << ": " << e.note;
+        const Allowed* ok = nullptr;
+        for (const Allowed& a : e.allowed)
+          if (!ok && a.regs[0] != kFnError) ok = &a;
+        const bool last = i + 1 == s.ops.size();
+        if (s.ops[i].code == kOpMemShare) {
+          // PROFILE:DESC-BUF: a send longer than the buffer may be refused.
+          bool no_memory = false;
+          for (const Allowed& a : e.allowed)
+            no_memory |= a.regs[0] == kFnError && static_cast<int32_t>(a.regs[2]) == kNoMemory;
+          EXPECT_EQ(no_memory, over);
+        }
+        if (over && last) {
+          EXPECT_EQ(ok, nullptr) << "the reclaim over the buffer may succeed";
+          for (const Allowed& a : e.allowed) EXPECT_EQ(static_cast<int32_t>(a.regs[2]), kNoMemory) << to_string(a);
+          EXPECT_TRUE(hit(e, kFfaProfileDescBuf));
+        } else if (s.name.find("rx-held") == std::string::npos) {
+          ASSERT_NE(ok, nullptr) << "op " << i << " cannot succeed: " << e.note;
+        }
+        m->commit(s, i, pick(ok ? *ok : e.allowed[0]));
+      }
+      ++played;
+    }
+    EXPECT_EQ(played, l.scenarios) << l.page;
+  }
 }
 
 TEST(FfaModel, ScenarioTextRoundTrips) {

@@ -21,7 +21,7 @@ namespace kconform::ffa {
 
 inline constexpr uint32_t kMaxAlts = 64;      // outcomes one variant lists (more are dropped)
 inline constexpr uint32_t kMaxVariants = 3;  // e.g. a relayed lie of EL3's, or refused two ways
-inline constexpr uint32_t kMaxRelays = 16;    // calls to EL3 in one host call
+inline constexpr uint32_t kMaxRelays = 40;    // calls to EL3 in one host call (a reclaim of a 64 KiB descriptor in 4K chunks: 35)
 inline constexpr int8_t kUnchanged = -1;
 
 // One allowed result of a host call: registers whose bit is in mask must

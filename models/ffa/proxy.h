@@ -30,6 +30,9 @@ struct ProxyProfile {
   uint64_t hyp_pages = 4;          // the hypervisor's (its mailboxes, descriptor buffer)
   uint64_t mbox_pages = 1;         // host pages per mailbox (KVM_FFA_MBOX_NR_PAGES)
   uint32_t version = kVersion12;   // FF-A version the proxy implements
+  // PROFILE:DESC-BUF: the proxy's own buffer for EL3's retrieve response (the
+  // hypervisor pages besides its two mailboxes; the EL2 target reports it).
+  uint64_t desc_buf_bytes = 2 * 4096;
   SpmcConfig spmc;                 // ns_base/ns_size are set by World::reset
 
   uint64_t mbox_bytes() const { return mbox_pages * page_size; }

@@ -10,9 +10,10 @@ namespace {
 // 1. Learns the transaction's pages from EL3: the retrieve request, then the
 // response in RX, fragment by fragment, each RX given back. Fills desc with
 // the response and returns its length, or 0 if EL3's answer is unusable;
-// *failed says the request itself was refused (out holds EL3's error).
+// *failed says the request itself was refused (out holds EL3's error);
+// *too_big that the response is longer than the proxy's buffer (PROFILE:DESC-BUF).
 uint32_t retrieve_region(const World& w, uint64_t handle, Layout l, uint64_t out[kNumRegs], bool* refused,
-                         Plan& p) {
+                         bool* too_big, Plan& p) {
   Relay req = Relay::call({kFnMemRetrieveReq64, header_size(l), header_size(l), 0, 0});
   req.tx = Relay::Tx::kRetrieveRequest;
   req.handle = handle;
@@ -29,6 +30,15 @@ uint32_t retrieve_region(const World& w, uint64_t handle, Layout l, uint64_t out
     if (fid_of(out) == kFnMemRetrieveResp) p.relay(Relay::call({kFnRxRelease}), unused, nullptr);
     return 0;
   }
+  // PROFILE:DESC-BUF: the whole response must fit the proxy's own buffer.
+  if (total > w.profile->desc_buf_bytes) {
+    p.hits.broke(kFfaProfileDescBuf, "retrieve response of %u bytes > the proxy's buffer of %llu", total,
+                 static_cast<unsigned long long>(w.profile->desc_buf_bytes));
+    p.relay(Relay::call({kFnRxRelease}), unused, nullptr);
+    *too_big = true;
+    return 0;
+  }
+  p.hits.pass(kFfaProfileDescBuf);
   uint32_t got = 0, len = first;
   for (;;) {
     p.read_hyp_rx(p.desc + got, len);
@@ -117,8 +127,8 @@ void expect_mem_reclaim(const World& w, const CallArgs& a, Plan& p) {
   // 1. The transaction's pages.
   const Layout l = layout_for(w.spmc.ns_version());
   uint64_t out[kNumRegs];
-  bool refused = false;
-  const uint32_t len = retrieve_region(w, handle, l, out, &refused, p);
+  bool refused = false, too_big = false;
+  const uint32_t len = retrieve_region(w, handle, l, out, &refused, &too_big, p);
   if (refused && t && t->complete && t->any_retrieved() && error_code(out) == kDenied) {
     // SPMC:HYP-RETRIEVE-REQ: a borrower holds the memory; the reclaim would
     // be DENIED too (SPMC:RECLAIM). EL3's answer, nothing changed.
@@ -135,6 +145,10 @@ void expect_mem_reclaim(const World& w, const CallArgs& a, Plan& p) {
     p.hits.add(rule, !t);
     if (!t) p.fail(kFfaSpmcReclaimHandle, {kInvalidParameters});
     p.error(rule, error_code(out), false);
+    return;
+  }
+  if (too_big) {
+    p.error(kFfaProfileDescBuf, kNoMemory, false);
     return;
   }
   MemRegion r;

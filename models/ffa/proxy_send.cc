@@ -373,6 +373,15 @@ bool send_args_ok(const World& w, const CallArgs& a, Plan& p) {
     p.hits.note("fragmented send %#llx in flight", static_cast<unsigned long long>(w.proxy.frag.handle));
     for (const int32_t code : {kBusy, kDenied, kInvalidParameters}) p.error(kFfaProfileOneSend, code);
   }
+  // PROFILE:DESC-BUF: a descriptor longer than the proxy's own buffer could
+  // not be reclaimed through it: the proxy may refuse the send (NO_MEMORY,
+  // nothing changes) or relay it.
+  if (total > w.profile->desc_buf_bytes) {
+    p.hits.pass(kFfaProfileDescBuf);
+    p.hits.note("descriptor of %u bytes > the proxy's buffer of %llu", total,
+                static_cast<unsigned long long>(w.profile->desc_buf_bytes));
+    p.error(kFfaProfileDescBuf, kNoMemory);
+  }
   // A descriptor the SPMC cannot hold.
   if (total > kMaxDescBytes) {
     p.hits.broke(kFfaSpmcDescTooBig, "descriptor of %u bytes", total);

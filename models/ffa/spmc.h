@@ -24,8 +24,8 @@ struct Reclaim2Args;
 class Reclaim2Checks;
 
 inline constexpr uint32_t kMaxTransactions = 16;   // ours: SPMC table size
-inline constexpr uint32_t kMaxTxPages = 4096;      // ours: 4K pages one transaction may hold
-inline constexpr uint32_t kMaxDescBytes = 8192;    // ours: largest descriptor the SPMC reassembles
+inline constexpr uint32_t kMaxTxPages = 16384;     // ours: 4K pages one transaction may hold (64 MiB)
+inline constexpr uint32_t kMaxDescBytes = 65536;   // ours: largest descriptor the SPMC reassembles (16 4K fragments)
 inline constexpr uint32_t kMaxSps = 4;
 inline constexpr uint64_t kHandleBase = 1ull << 63;  // ours: bit 63 set = allocated by the SPMC
 

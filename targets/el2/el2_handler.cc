@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "models/common/zero.h"
 #include "targets/el2/kc_el2_hooks.h"
 
 #ifndef KC_TREE_PATH_STR
@@ -42,6 +43,7 @@ struct Snapshot {
   kc_el2_shim_state shim{};
   std::optional<Mutable> m;
   std::vector<uint8_t> memory;
+  size_t zero_prefix = 0;  // memory[0, zero_prefix) is all zero (the host RAM no op touched)
 };
 
 struct Target {
@@ -170,6 +172,9 @@ void el2_snapshot() {
   t.snap.shim = kc_el2_shim;
   t.snap.m = t.m;
   t.snap.memory.assign(t.mem.get(), t.mem.get() + t.mem_size);
+  size_t z = 0;
+  while (z < t.mem_size && t.snap.memory[z] == 0) ++z;
+  t.snap.zero_prefix = z;
 }
 
 void el2_restore() {
@@ -177,7 +182,10 @@ void el2_restore() {
   kc_el2_ffa_state_load(t.snap.ffa_state.data());
   kc_el2_shim = t.snap.shim;
   t.m = t.snap.m;
-  std::memcpy(t.mem.get(), t.snap.memory.data(), t.mem_size);
+  // The zero part (most of the host RAM) costs only the pages touched since.
+  const size_t z = t.snap.zero_prefix;
+  zero_bytes(t.mem.get(), z);
+  std::memcpy(t.mem.get() + z, t.snap.memory.data() + z, t.mem_size - z);
   t.last = CallStatus::kOk;
 }
 

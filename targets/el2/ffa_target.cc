@@ -48,7 +48,22 @@ namespace F = kconform::ffa;
 
 namespace {
 
-constexpr uint64_t kHostPages = 64;  // as ffa::ProxyProfile's default
+// Host RAM: the 64 host pages every directed scenario addresses from
+// 0x80000000, as ffa::ProxyProfile's default (the hypervisor's pages follow
+// them), and below them more host pages for corpora/ffa/large.kcs:
+// transactions of more constituents than one mailbox holds (at 4K and 16K) and,
+// at 4K, a retrieve response longer than the proxy's descriptor buffer
+// (SPEC.md PROFILE:DESC-BUF). Everything below 0x80000000 the directed files
+// use as "outside RAM" (0x10000000) stays outside.
+constexpr uint64_t kHostPages = 64;
+constexpr uint64_t kTopBase = 0x80000000;
+uint64_t low_host_pages(uint64_t page_size) {
+  switch (page_size) {
+    case 4096: return 2368;   // 9.25 MiB: 2432 pages in all, more than 36 KiB of constituents
+    case 16384: return 1088;  // 17 MiB: more than the 1019 constituents a 16K mailbox holds
+    default: return 320;      // 20 MiB at 64K: hundreds of constituents
+  }
+}
 
 uint8_t to_digest_view(PageView v) {
   switch (v) {
@@ -117,7 +132,9 @@ void check_reclaim2_relay(const uint64_t in[kNumRegs], const F::Hits& hits, std:
 El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(std::make_unique<F::Spmc>()) {
   const BuildInfo& bi = el2_build_info();
   El2Config cfg;
-  cfg.host_pages = kHostPages;
+  const uint64_t low = low_host_pages(bi.page_size);
+  cfg.host_pages = kHostPages + low;
+  cfg.phys_base = kTopBase - low * bi.page_size;
   cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { el3_smc(in, out); };
 
   // The model profile comes from the build: the tree's PAGE_SIZE,
@@ -127,9 +144,13 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
   profile_.page_size = bi.page_size;
   profile_.reclaim2 = bi.handles_reclaim2;
   profile_.phys_base = cfg.phys_base;
-  profile_.host_pages = kHostPages;
+  profile_.host_pages = cfg.host_pages;
   profile_.hyp_pages = bi.ffa_proxy_pages;
   profile_.mbox_pages = bi.ffa_mbox_pages;
+  // PROFILE:DESC-BUF: the hypervisor pages hyp_ffa_proxy_pages() gives the
+  // proxy besides its TX and RX mailboxes are its descriptor buffer.
+  profile_.desc_buf_bytes =
+      bi.ffa_proxy_pages > 2 * bi.ffa_mbox_pages ? (bi.ffa_proxy_pages - 2 * bi.ffa_mbox_pages) * bi.page_size : 0;
 
   // EL3 as World::reset configures it: Normal-world memory is all of RAM.
   F::SpmcConfig sc = profile_.spmc;
@@ -163,7 +184,9 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
                     {"ffa_version", profile_.version},
                     {"mbox_pages", bi.ffa_mbox_pages},
                     {"proxy_pages", bi.ffa_proxy_pages},
-                    {"host_pages", kHostPages},
+                    {"host_pages", cfg.host_pages},
+                    {"phys_base", cfg.phys_base},
+                    {"desc_buf_bytes", profile_.desc_buf_bytes},
                     {"sanitized", bi.sanitized ? 1u : 0u}};
   identity_.cap_bits = bi.handles_reclaim2 ? F::kCapReclaim2 : 0;
   if (bi.page_size == 4096) identity_.cap_bits |= F::kCapPage4k;
