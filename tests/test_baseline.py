@@ -72,3 +72,13 @@ def test_entry_that_no_longer_occurs_is_reported():
 def test_entry_for_another_release_is_not_stale():
     entries = [entry(release="7.3.*")]
     assert baseline.apply(entries, [run_with()]) == []
+
+
+def test_a_sanitizer_entry_is_stale_only_after_a_sanitized_run():
+    entries = [entry(rule="CRASH.SANITIZER", target="el2", release="*", scenario="ffa/x")]
+    plain = TargetRun(target={"target": "el2", "release": "7.3.4-4k", "caps": {"sanitized": 0}})
+    plain.ran.add("ffa/x")
+    assert baseline.apply(entries, [plain]) == []  # a plain build cannot report one
+    asan = TargetRun(target={"target": "el2", "release": "7.3.4-4k", "caps": {"sanitized": 1}})
+    asan.ran.add("ffa/x")
+    assert baseline.apply(entries, [asan]) == entries

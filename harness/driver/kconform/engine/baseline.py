@@ -80,9 +80,14 @@ def matches(entry: dict, finding) -> bool:
 
 def covers(entry: dict, run) -> bool:
     """Whether run could have produced what entry names: its target, a release the
-    pattern matches, and at least one scenario the scenario pattern matches that
-    ran there (TargetRun.ran, plus the scenarios of its findings)."""
+    pattern matches, a sanitized build for CRASH.SANITIZER, and at least one
+    scenario the scenario pattern matches that ran there (TargetRun.ran, plus
+    the scenarios of its findings)."""
     if run.name != entry["target"] or not fnmatch.fnmatchcase(run.release, entry["release"]):
+        return False
+    # A sanitizer report needs a sanitized build (`run --asan`): a plain run
+    # says nothing about such an entry.
+    if entry["rule"] == "CRASH.SANITIZER" and not run.target.get("caps", {}).get("sanitized"):
         return False
     pattern = entry.get("scenario", "*")
     ran = set(getattr(run, "ran", ())) | {f.scenario for f in run.findings}
