@@ -82,3 +82,14 @@ def test_a_sanitizer_entry_is_stale_only_after_a_sanitized_run():
     asan = TargetRun(target={"target": "el2", "release": "7.3.4-4k", "caps": {"sanitized": 1}})
     asan.ran.add("ffa/x")
     assert baseline.apply(entries, [asan]) == entries
+
+
+def test_a_signal_entry_is_stale_only_after_a_plain_run():
+    entries = [entry(rule="CRASH.SIGNAL", target="el2", release="*", scenario="ffa/x")]
+    runs = {}
+    for sanitized in (0, 1):
+        r = TargetRun(target={"target": "el2", "release": "7.3.4-4k", "caps": {"sanitized": sanitized}})
+        r.ran.add("ffa/x")
+        runs[sanitized] = r
+    assert baseline.apply(entries, [runs[1]]) == []  # under ASan the signal is the sanitizer's report
+    assert baseline.apply(entries, [runs[0]]) == entries

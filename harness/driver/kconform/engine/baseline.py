@@ -80,14 +80,17 @@ def matches(entry: dict, finding) -> bool:
 
 def covers(entry: dict, run) -> bool:
     """Whether run could have produced what entry names: its target, a release the
-    pattern matches, a sanitized build for CRASH.SANITIZER, and at least one
+    pattern matches, a sanitized build for CRASH.SANITIZER (a plain one for
+    CRASH.SIGNAL), and at least one
     scenario the scenario pattern matches that ran there (TargetRun.ran, plus
     the scenarios of its findings)."""
     if run.name != entry["target"] or not fnmatch.fnmatchcase(run.release, entry["release"]):
         return False
-    # A sanitizer report needs a sanitized build (`run --asan`): a plain run
-    # says nothing about such an entry.
-    if entry["rule"] == "CRASH.SANITIZER" and not run.target.get("caps", {}).get("sanitized"):
+    # A sanitizer report needs a sanitized build (`run --asan`), and in one a
+    # fatal signal is the sanitizer's report: a run of the other kind says
+    # nothing about such an entry.
+    sanitized = bool(run.target.get("caps", {}).get("sanitized"))
+    if (entry["rule"] == "CRASH.SANITIZER" and not sanitized) or (entry["rule"] == "CRASH.SIGNAL" and sanitized):
         return False
     pattern = entry.get("scenario", "*")
     ran = set(getattr(run, "ran", ())) | {f.scenario for f in run.findings}
