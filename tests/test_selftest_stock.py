@@ -79,3 +79,47 @@ def test_the_suite_is_the_directed_and_z3_corpora():
     assert any("/corpora/ffa/checks.kcs" in f for f in files)
     assert any("/corpora/z3/ffa/" in f for f in files)
     assert all("/corpora/ffa/" in f or "/corpora/z3/ffa/" in f for f in files)
+
+
+FAKE_RUNNER = r'''#!/usr/bin/python3
+# A stand-in kconform-runner: scenario 0 hangs at op 1 (the watchdog's marker,
+# exit 4); run --from 1 runs scenario 1, whose op 0 is a violation of RULE.
+import json, os, sys
+args = sys.argv[1:]
+start = int(args[args.index("--from") + 1]) if "--from" in args else 0
+print(json.dumps({"type": "plan", "format": 1, "scenarios": 2, "ops": 3}))
+print(json.dumps({"type": "target", "target": "el2", "release": "fake", "format": 1}))
+if start == 0:
+    print(json.dumps({"type": "op", "verdict": "pass", "file": "f.kcs", "index": 0, "scenario": "s0", "op": 0,
+                      "call": "version", "rules": []}), flush=True)
+    sys.stderr.write("KCONFORM-CRASH " + json.dumps({"kind": "hang", "signal": 0, "scenario": "s0", "file": "f.kcs",
+                     "index": 0, "op": 1, "call": "mem_reclaim", "at": 0, "ops": 2}) + "\n")
+    sys.exit(4)
+print(json.dumps({"type": "op", "verdict": "violation", "file": "f.kcs", "index": 1, "scenario": "s1", "op": 0,
+                  "call": "mem_share", "violated": [os.environ["RULE"]]}))
+print(json.dumps({"type": "summary", "scenarios": 1, "ops": 1, "violations": 1, "seconds": 0.0}))
+sys.exit(1)
+'''
+
+
+def test_a_crash_or_hang_is_a_finding_and_the_run_resumes(tmp_path, monkeypatch):
+    """The stock tree itself hangs on some EL3 reply faults (el3_reclaim.kcs): run_suite
+    records the hang as (scenario, op, CRASH.HANG), resumes with the next scenario
+    (`--from`), and judges against the control's findings, the hang included."""
+    from kconform.selftest import stock
+    fake = tmp_path / "runner"
+    fake.write_text(FAKE_RUNNER)
+    fake.chmod(0o755)
+    monkeypatch.setenv("RULE", "FFA.X")
+    control = stock.run_suite(fake, ["f.kcs"], 4096, None)
+    assert control.verdict == "clean"
+    assert set(control.findings) == {("s0", 1, "CRASH.HANG"), ("s1", 0, "FFA.X")}
+    # The same findings: nothing new (the resumed scenario ran: its violation is seen).
+    same = stock.run_suite(fake, ["f.kcs"], 4096, set(control.findings))
+    assert same.verdict == "clean" and not same.rules
+    # A new violation after the hang is a kill; so is the hang when the control had none.
+    monkeypatch.setenv("RULE", "FFA.Y")
+    new = stock.run_suite(fake, ["f.kcs"], 4096, set(control.findings))
+    assert new.verdict == "violation" and new.rules == ["FFA.Y"] and new.first == "s1 op 0 (FFA.Y)"
+    hang = stock.run_suite(fake, ["f.kcs"], 4096, {("s1", 0, "FFA.Y")})
+    assert hang.verdict == "CRASH" and hang.rules == ["CRASH.HANG"]

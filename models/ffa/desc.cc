@@ -130,7 +130,7 @@ RuleId desc_error_rule(DescError e) {
 // --- Parsing -----------------------------------------------------------------
 
 DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout l, MemRegion* r,
-                       bool transmission) {
+                       bool transmission, bool lenient) {
   *r = MemRegion{};
   r->layout = l;
   const uint32_t hdr = header_size(l);
@@ -159,13 +159,14 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
     for (int i = 0; i < 3; ++i) get_u32(frag, 36 + 4 * i, &res[i]);
     r->header_reserved_nonzero = (res[0] | res[1] | res[2]) != 0;
   }
-  // At least one receiver, at most what we hold.
+  // At least one receiver, at most what we hold (lenient: 0 is read as 1).
+  if (lenient && r->ep_count == 0) r->ep_count = 1;
   if (r->ep_count == 0 || r->ep_count > kMaxReceivers) return DescError::kEpCount;
   if (l != Layout::kV10) {
     // The endpoint descriptor size is the version's.
     if (r->ep_mem_size != emad_size(l)) return DescError::kEpMemSize;
     // The endpoint array follows the header, 16-byte aligned.
-    if (r->ep_mem_offset < hdr || r->ep_mem_offset % 16 != 0) return DescError::kEpMemOffset;
+    if ((!lenient && r->ep_mem_offset < hdr) || r->ep_mem_offset % 16 != 0) return DescError::kEpMemOffset;
   }
   const uint64_t ep_end = static_cast<uint64_t>(r->ep_mem_offset) +
                           static_cast<uint64_t>(r->ep_count) * r->ep_mem_size;

@@ -110,8 +110,13 @@ RuleId desc_error_rule(DescError e);
 // checks only (offsets, sizes, reserved fields); see check_semantics.
 // transmission: the descriptor goes to the Relayer (handle MBZ); false for a
 // retrieve response, which carries the handle.
+// lenient (PROFILE:PERMISSIVE-EL3, an SPMC reading as a lax implementation
+// might): an endpoint count of 0 is read as one endpoint descriptor (the one
+// at the array offset, as a single-borrower reader that never checks the
+// count would), and (v1.1+) an endpoint array offset inside the header is
+// taken as given (16-byte aligned, in the fragment); every other check stays.
 DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout l, MemRegion* out,
-                       bool transmission = true);
+                       bool transmission = true, bool lenient = false);
 // Reads constituent i (0-based) of a region whose constituents start at
 // ranges_off within buf (a whole, reassembled descriptor).
 bool read_constituent(std::span<const uint8_t> buf, uint64_t off, Constituent* out);

@@ -216,5 +216,47 @@ TEST(FfaDesc, RetrieveResponseMayCarryAHandle) {
   EXPECT_EQ(r.handle, s.handle);
 }
 
+// PROFILE:PERMISSIVE-EL3: the lenient reading accepts an endpoint count of 0
+// (read as one) and a v1.1+ endpoint array inside the header, and nothing
+// else the strict one refuses.
+TEST(FfaDesc, LenientReadsEpCountZeroAndEpOffsetInHeader) {
+  static const Constituent one[] = {{0x80000000, 1, 0}};
+  DescSpec s;
+  s.layout = Layout::kV12;
+  s.ranges = one;
+  s.n_ranges = 1;
+  s.ep_count = 0;
+  std::vector<uint8_t> b(region_size(s));
+  build_region(s, b);
+  MemRegion r;
+  EXPECT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r), DescError::kEpCount);
+  EXPECT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r, true, true), DescError::kOk);
+  EXPECT_EQ(r.ep_count, 1u);
+  EXPECT_EQ(r.receivers[0].id, 0x8001);
+  // v1.2: the 32-byte endpoint at 16 (its receiver, permissions and composite
+  // offset are the tag), the composite at 48, one constituent at 64.
+  std::vector<uint8_t> h(80, 0);
+  put_u16(h, 2, kAttrNormalWbInner);
+  put_u64(h, 16, 0x0000003000028001ull);
+  put_u32(h, 24, 32);
+  put_u32(h, 28, 1);
+  put_u32(h, 32, 16);
+  put_u32(h, 48, 1);
+  put_u32(h, 52, 1);
+  put_u64(h, 64, 0x80000000);
+  put_u32(h, 72, 1);
+  EXPECT_EQ(parse_region(h, 80, Layout::kV12, &r), DescError::kEpMemOffset);
+  ASSERT_EQ(parse_region(std::span<const uint8_t>(h).first(64), 80, Layout::kV12, &r, true, true), DescError::kOk);
+  EXPECT_EQ(r.ep_mem_offset, 16u);
+  EXPECT_EQ(r.receivers[0].id, 0x8001);
+  EXPECT_EQ(r.composite_off, 48u);
+  // Still refused leniently: an unaligned offset, more endpoints than held.
+  put_u32(h, 32, 8);
+  EXPECT_EQ(parse_region(h, 80, Layout::kV12, &r, true, true), DescError::kEpMemOffset);
+  s.ep_count = 9;
+  build_region(s, b);
+  EXPECT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r, true, true), DescError::kEpCount);
+}
+
 }  // namespace
 }  // namespace kconform::ffa

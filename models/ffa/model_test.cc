@@ -366,6 +366,14 @@ TEST(FfaModel, PermissiveEl3MakesTheRelayersOwnChecksVisible) {
       {share(0x80010000, 1, "sender=1"), "FFA.DESC.SENDER"},
       {"tx_mem_desc ranges=" + R({{0x80010000, 4}, {0x80010000, 4}}) + "\nmem_share\n", "FFA.DESC.OVERLAP"},
       {share(0x80010000, 4) + share(0x80010000, 4), "FFA.PROXY.HOST_MEMORY"},
+      // Stock mutant 13: no endpoint (the permissive SPMC reads the count as 1).
+      {"tx_mem_desc layout=V1_2 ep_count=0 ranges=" + R1(0x80010000, 4) + "\nmem_share\n", "FFA.DESC.EP_COUNT"},
+      // Stock mutant 10: v1.2, the endpoint array at 16 (inside the header), a
+      // 64-byte first fragment (the permissive SPMC answers FRAG_RX).
+      {"tx_mem_desc layout=V1_2 tag=0x0000003000028001 ranges=" + R1(0x80010000, 4) +
+           "\ntx_write offset=32 data=hex:10000000000000000000000000000000040000000100000000000000000000000000018000"
+           "0000000400000000000000\nmem_share total_len=80 frag_len=64\n",
+       "FFA.DESC.EP_MEM_OFFSET"},
   };
   for (uint64_t page : {4096u, 16384u})
     for (const Case& c : cases)
@@ -384,7 +392,8 @@ TEST(FfaModel, PermissiveEl3MakesTheRelayersOwnChecksVisible) {
         for (const Allowed& a : e.allowed) {
           const uint32_t x0 = static_cast<uint32_t>(a.regs[0]);
           if ((a.regs_mask & 1) && x0 == kFnError) relayed_error_allowed = true;
-          if ((a.regs_mask & 1) && (x0 == kFnSuccess32 || a.regs[0] == kFnSuccess64)) success_allowed = true;
+          if ((a.regs_mask & 1) && (x0 == kFnSuccess32 || a.regs[0] == kFnSuccess64 || x0 == kFnMemFragRx))
+            success_allowed = true;
         }
         EXPECT_TRUE(relayed_error_allowed);
         EXPECT_FALSE(success_allowed);

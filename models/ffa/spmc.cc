@@ -240,10 +240,19 @@ void Spmc::new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_
   r.ans.tx.total_len = total_len;
 }
 
+DescError Spmc::parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h) const {
+  const DescError e = parse_region(frag, total, l, r);
+  if (!permissive_ || (e != DescError::kEpCount && e != DescError::kEpMemOffset)) return e;
+  // PROFILE:PERMISSIVE-EL3: an endpoint count of 0, an endpoint array inside the header.
+  const DescError lax = parse_region(frag, total, l, r, /*transmission=*/true, /*lenient=*/true);
+  if (lax != e && h) h->pass(kFfaProfilePermissiveEl3);
+  return lax;
+}
+
 // Records a complete descriptor (check_send found nothing wrong) into t.
 void Spmc::record(Transaction& t, std::span<const uint8_t> desc, Layout l) const {
   MemRegion r;
-  parse_region(desc, t.total_len, l, &r);
+  parse_sent(desc, t.total_len, l, &r, nullptr);
   t.sender = r.sender;
   t.attributes = r.attributes;
   t.flags = r.flags;
@@ -269,7 +278,7 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   const Layout l = layout_for(session_.ns_version);
   h.pass(kFfaDescLayout);
   MemRegion r;
-  DescError e = parse_region(desc, static_cast<uint32_t>(desc.size()), l, &r);
+  DescError e = parse_sent(desc, static_cast<uint32_t>(desc.size()), l, &r, &h);
   // PROFILE:PERMISSIVE-EL3: any sender is taken for the caller.
   const bool any_sender = permissive_ && e == DescError::kOk && r.sender != kHostId;
   if (any_sender) h.pass(kFfaProfilePermissiveEl3);
@@ -544,7 +553,7 @@ void Spmc::start_send(MemKind kind, uint32_t total, std::span<const uint8_t> fra
   Hits& h = r.h;
   SpmcSession& s = r.s();
   MemRegion m;
-  const DescError e = parse_region(frag, total, layout_for(s.ns_version), &m);
+  const DescError e = parse_sent(frag, total, layout_for(s.ns_version), &m, &h);
   if (e != DescError::kOk) {
     h.broke(desc_error_rule(e), "first fragment: %s", desc_error_name(e));
     return r.error(kInvalidParameters);

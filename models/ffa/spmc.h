@@ -182,7 +182,9 @@ class Spmc {
   Fault armed() const { return session_.fault; }
   // PROFILE:PERMISSIVE-EL3: from here on the SPMC accepts, in a send's
   // descriptor, what a Relayer must refuse on its own: a sender that is not
-  // the caller, overlapping constituents, pages a live transaction holds.
+  // the caller, overlapping constituents, pages a live transaction holds, an
+  // endpoint count of 0 (read as one endpoint) and a v1.1+ endpoint array
+  // offset inside the header (parse_region's lenient reading).
   void set_permissive(bool on) { permissive_ = on; }
   bool permissive() const { return permissive_; }
 
@@ -221,6 +223,9 @@ class Spmc {
   int32_t free_slot() const;
   void new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_len) const;
   void record(Transaction& t, std::span<const uint8_t> desc, Layout l) const;
+  // parse_region of a sent descriptor, lenient when permissive_ (and then a
+  // pass of PROFILE:PERMISSIVE-EL3 into h if the lenient reading changed the answer).
+  DescError parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h) const;
 
   void version(Reply& r) const;
   void features(Reply& r) const;

@@ -1,6 +1,7 @@
 // Unit tests of the SPMC model driven directly by SMCs: share -> reclaim,
 // fragments, hypervisor retrieve, borrower retrieve, RECLAIM2 partial
 // sequences against one FFA_MEM_RECLAIM, and the misbehaviour knob.
+#include <cstring>
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -93,6 +94,45 @@ TEST_F(SpmcTest, PermissiveAcceptsWhatTheRelayerMustRefuse) {
     EXPECT_EQ(send({{kBase + 0x10000, 1, 0}}, 0), permissive);     // a page a live transaction holds
     EXPECT_FALSE(send({{kBase + 0x20001, 1, 0}}, 0));              // still: a misaligned constituent
     EXPECT_FALSE(send({{0x10000000, 1, 0}}, 0));                   // still: outside NS memory
+    // An endpoint count of 0: the permissive SPMC reads the one endpoint descriptor there.
+    {
+      const Constituent one[] = {{kBase + 0x30000, 1, 0}};
+      DescSpec d;
+      d.layout = Layout::kV12;
+      d.ep_count = 0;
+      d.ranges = one;
+      d.n_ranges = 1;
+      const uint32_t n = static_cast<uint32_t>(build_region(d, std::span<uint8_t>(tx(), 0x1000)));
+      call({kFnMemShare64, n, n});
+      EXPECT_EQ(is_success(out), permissive);
+      d.ep_count = 9;  // still: more endpoints than the SPMC holds
+      const uint32_t m = static_cast<uint32_t>(build_region(d, std::span<uint8_t>(tx(), 0x1000)));
+      call({kFnMemShare64, m, m});
+      EXPECT_FALSE(is_success(out));
+    }
+    // v1.2, the endpoint array at 16 (inside the header; the endpoint's fields
+    // are the tag), the composite at 48, its one constituent in a second
+    // fragment: the permissive SPMC takes the first 64 bytes (FRAG_RX).
+    {
+      auto put = [&](uint32_t off, uint64_t v, int bytes) { std::memcpy(tx() + off, &v, bytes); };
+      std::memset(tx(), 0, 80);
+      put(2, kAttrNormalWbInner, 2);
+      put(16, 0x0000003000028001ull, 8);  // receiver 0x8001, RW, composite offset 48
+      put(24, 32, 4);                      // endpoint descriptor size (v1.2)
+      put(28, 1, 4);                       // one endpoint
+      put(32, 16, 4);                      // endpoint array offset: inside the header
+      put(48, 1, 4);                       // composite: 1 page, 1 range
+      put(52, 1, 4);
+      put(64, kBase + 0x40000, 8);         // the constituent (second fragment)
+      put(72, 1, 4);
+      call({kFnMemShare64, 80, 64});
+      EXPECT_EQ(static_cast<uint32_t>(out[0]) == kFnMemFragRx, permissive) << std::hex << out[0];
+      if (permissive) {
+        std::memcpy(tx(), tx() + 64, 16);
+        call({kFnMemFragTx, out[1], out[2], 16});
+        EXPECT_TRUE(is_success(out)) << std::hex << out[0] << " " << out[2];
+      }
+    }
   }
   // reset() restores the default.
   SetUp();
