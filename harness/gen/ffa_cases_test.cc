@@ -29,6 +29,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/gen/case_kind.h"
 #include "harness/gen/constraints.h"
 #include "harness/gen/generate.h"
 #include "harness/scenario/codec.h"
@@ -42,52 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace kconform::ffa;
-
-const Cond* cond_by_id(const Function& f, const std::string& id) {
-  for (const Cond& c : f.conds)
-    if (c.id == id) return &c;
-  return nullptr;
-}
-
-struct Aim {
-  const Cond* target = nullptr;
-  std::vector<const Cond*> broken;
-};
-
-// "valid", "break-<cond>" or "edge-<cond>-<tag>" (the target breaks unless
-// tag is "inside"), then "+<cond>" for each other condition it breaks.
-bool parse_kind(const Function& f, const std::string& kind, Aim* aim, std::string* why) {
-  std::vector<std::string> parts;
-  std::stringstream ss(kind);
-  for (std::string p; std::getline(ss, p, '+');) parts.push_back(p);
-  if (parts.empty()) return *why = "empty kind", false;
-  const std::string& main = parts[0];
-  if (main == "valid") {
-  } else if (main.rfind("break-", 0) == 0) {
-    aim->target = cond_by_id(f, main.substr(6));
-    if (!aim->target) return *why = "no condition " + main.substr(6), false;
-    aim->broken.push_back(aim->target);
-  } else if (main.rfind("edge-", 0) == 0) {
-    std::string tag;
-    for (const Cond& c : f.conds) {
-      const std::string pre = "edge-" + c.id + "-";
-      if (main.rfind(pre, 0) == 0 && (!aim->target || c.id.size() > aim->target->id.size())) {
-        aim->target = &c;
-        tag = main.substr(pre.size());
-      }
-    }
-    if (!aim->target) return *why = "no condition in " + main, false;
-    if (tag != "inside") aim->broken.push_back(aim->target);
-  } else {
-    return *why = "kind " + main + " is not valid, break-* or edge-*", false;
-  }
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const Cond* c = cond_by_id(f, parts[i]);
-    if (!c) return *why = "no condition " + parts[i], false;
-    aim->broken.push_back(c);
-  }
-  return true;
-}
 
 // The outcome an op is given so the scenario goes on: one the model allows
 // that is not FFA_ERROR if there is one, else the first.

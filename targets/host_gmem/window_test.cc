@@ -35,45 +35,58 @@ std::vector<uint8_t> file_bytes(int fd, size_t len) {
   return out;
 }
 
-int new_file() { return memfd_create("kconform-window-test", MFD_CLOEXEC); }
-
-TEST(RaceWindow, AHeldWriteWaitsForTheOtherThreadsToFinish) {
+// A source, the file written, and a window armed on page `held` of the
+// source for thread 0 of a two-thread group.
+class RaceWindowTest : public ::testing::Test {
+ protected:
+  void arm(size_t held) {
+    fd = memfd_create("kconform-window-test", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    threads.count = 2;
+    armed = w.arm(src.base, src.len, src.page, held, &threads, 0);
+  }
+  void TearDown() override {
+    if (fd >= 0) close(fd);
+  }
+  // Writes the whole source at offset 0 while `other` runs, then ends both;
+  // how long the write took.
+  Clock::duration write_all(std::thread& other) {
+    const auto start = Clock::now();
+    const ssize_t n = pwrite(fd, src.base, src.len, 0);
+    const auto took = Clock::now() - start;
+    other.join();
+    w.disarm();
+    EXPECT_EQ(n, static_cast<ssize_t>(src.len));
+    return took;
+  }
   Source src;
   const std::vector<uint8_t> want = src.bytes();
-  int fd = new_file();
-  ASSERT_GE(fd, 0);
+  int fd = -1;
   GroupThreads threads;
-  threads.count = 2;
   RaceWindow w;
-  if (!w.arm(src.base, src.len, src.page, 2, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+  bool armed = false;
+};
+
+TEST_F(RaceWindowTest, AHeldWriteWaitsForTheOtherThreadsToFinish) {
+  arm(2);
+  if (!armed) GTEST_SKIP() << "no userfaultfd here";
   std::thread other([&] {
     threads.tid[1] = static_cast<int>(gettid());
     std::this_thread::sleep_for(std::chrono::milliseconds(60));  // sleeping in S, not blocked
     threads.done[1] = true;
   });
-  const auto start = Clock::now();
-  ASSERT_EQ(pwrite(fd, src.base, src.len, 0), static_cast<ssize_t>(src.len));
-  const auto held = Clock::now() - start;
-  other.join();
-  w.disarm();
+  const auto held = write_all(other);
   EXPECT_EQ(w.release(), RaceWindow::Release::kOthersDone);
   EXPECT_GE(held, std::chrono::milliseconds(50));
   EXPECT_EQ(file_bytes(fd, src.len), want);  // the held page was given back intact
-  close(fd);
 }
 
-TEST(RaceWindow, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
+TEST_F(RaceWindowTest, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
   // The first write holds the file's inode lock while its copy sleeps on the
   // held page; the second write to the same file blocks on that lock (state
   // D), which the window sees: it lets go long before its bound.
-  Source src;
-  const std::vector<uint8_t> want = src.bytes();
-  int fd = new_file();
-  ASSERT_GE(fd, 0);
-  GroupThreads threads;
-  threads.count = 2;
-  RaceWindow w;
-  if (!w.arm(src.base, src.len, src.page, 1, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+  arm(1);
+  if (!armed) GTEST_SKIP() << "no userfaultfd here";
   std::vector<uint8_t> other_bytes(src.page, 0x5a);
   std::thread other([&] {
     threads.tid[1] = static_cast<int>(gettid());
@@ -81,32 +94,21 @@ TEST(RaceWindow, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
     EXPECT_EQ(pwrite(fd, other_bytes.data(), src.page, 0), static_cast<ssize_t>(src.page));
     threads.done[1] = true;
   });
-  const auto start = Clock::now();
-  ASSERT_EQ(pwrite(fd, src.base, src.len, 0), static_cast<ssize_t>(src.len));
-  const auto held = Clock::now() - start;
-  other.join();
-  w.disarm();
+  const auto held = write_all(other);
   EXPECT_EQ(w.release(), RaceWindow::Release::kOthersBlocked);
   EXPECT_LT(held, std::chrono::milliseconds(240));
   // Serialised by the lock: the big write first, then the one-page write.
   std::vector<uint8_t> got = file_bytes(fd, src.len);
   EXPECT_EQ(std::memcmp(got.data(), other_bytes.data(), src.page), 0);
   EXPECT_EQ(std::memcmp(got.data() + src.page, want.data() + src.page, src.len - src.page), 0);
-  close(fd);
 }
 
-TEST(RaceWindow, AWriteThatNeverReachesThePageIsNotHeld) {
-  Source src;
-  int fd = new_file();
-  ASSERT_GE(fd, 0);
-  GroupThreads threads;
-  threads.count = 2;
-  RaceWindow w;
-  if (!w.arm(src.base, src.len, src.page, 3, &threads, 0)) GTEST_SKIP() << "no userfaultfd here";
+TEST_F(RaceWindowTest, AWriteThatNeverReachesThePageIsNotHeld) {
+  arm(3);
+  if (!armed) GTEST_SKIP() << "no userfaultfd here";
   ASSERT_EQ(pwrite(fd, src.base, src.page, 0), static_cast<ssize_t>(src.page));  // page 0 only
   w.disarm();
   EXPECT_EQ(w.release(), RaceWindow::Release::kNotHeld);
-  close(fd);
 }
 
 TEST(RaceWindow, ARunningOrUnknownThreadIsNotBlocked) {
