@@ -115,9 +115,9 @@ void FindingStore::executed() {
 void FindingStore::flush() {
   if (!dirty_) return;
   std::string out = "execs\t" + std::to_string(execs_) + "\n";
-  for (const auto& [sig, c] : counts_)
+  for (const auto& [key, c] : counts_)
     out += std::to_string(c.count) + "\t" + (c.known ? "known" : "new") + "\t" + (c.stem.empty() ? "-" : c.stem) +
-           "\t" + sig + "\n";
+           "\t" + key.first + "\n";
   if (write_file(dir_ + "/.counts/" + std::to_string(::getpid()) + ".tsv", out)) dirty_ = false;
   last_flush_ns_ = now_ns();
 }
@@ -126,7 +126,7 @@ std::string FindingStore::record(const Scenario& s, const Finding& f, const Step
                                  std::span<const uint8_t> input) {
   const std::string sig = signature(s, f, id);
   dirty_ = true;
-  auto [it, first] = counts_.try_emplace(sig);
+  auto [it, first] = counts_.try_emplace(Key{sig, f.known});
   Count& c = it->second;
   ++c.count;
   if (!first) return "";

@@ -102,7 +102,8 @@ std::string signature(const Scenario& s, const Finding& f, const TargetIdentity&
 // claimed with link(2), so across processes it is stored once and never
 // overwritten. Every occurrence (stored, duplicate or known) is counted:
 // .counts/<pid>.tsv holds this process's counts, "execs\t<n>" then one
-// "<count>\t<new|known>\t<stem or ->\t<signature>" line per signature, rewritten
+// "<count>\t<new|known>\t<stem or ->\t<signature>" line per signature and
+// known-ness (counts()), rewritten
 // (atomically) at most once a second, by flush() and at exit.
 class FindingStore {
  public:
@@ -120,17 +121,21 @@ class FindingStore {
   void flush();
 
   struct Count {
-    std::string stem;  // "" when known
+    std::string stem;  // where it is stored; "" when known (or not stored: a write failed)
     bool known = false;
     uint64_t count = 0;
   };
-  const std::map<std::string, Count>& counts() const { return counts_; }
+  // By (signature, known): whether an occurrence is known depends on its
+  // scenario's name (the baseline's patterns), so one signature can be met
+  // known (a seed) and not (a mutated input); the latter is stored.
+  using Key = std::pair<std::string, bool>;
+  const std::map<Key, Count>& counts() const { return counts_; }
   uint64_t executions() const { return execs_; }
   const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
-  std::map<std::string, Count> counts_;  // by signature
+  std::map<Key, Count> counts_;
   uint64_t execs_ = 0;
   int64_t last_flush_ns_ = 0;
   bool dirty_ = false;

@@ -407,7 +407,7 @@ TEST_F(RecordFindings, AViolationIsStoredOnceCountedAndTheRunnerGoesOn) {
   const FindingStore& store = *fuzz->store();
   EXPECT_EQ(store.executions(), 3u);
   ASSERT_EQ(store.counts().size(), 1u);
-  const std::string sig = store.counts().begin()->first;
+  const std::string sig = store.counts().begin()->first.first;
   const FindingStore::Count count = store.counts().begin()->second;
   EXPECT_EQ(count.count, 3u) << "every occurrence counted";
   EXPECT_FALSE(count.known);
@@ -464,8 +464,8 @@ TEST_F(RecordFindings, ADuplicateFromAnotherProcessIsCountedNotStoredAgain) {
 TEST_F(RecordFindings, ABaselinedFindingIsCountedNotStored) {
   std::vector<Finding> found = lying_runner()->run_scenario(s_);
   ASSERT_EQ(found.size(), 1u);
-  std::string entries;
-  for (RuleId r : found[0].blamed) entries += rule_info(r).id + std::string("\t*\n");
+  std::string entries;  // baselined for this scenario only, as the corpus entries are
+  for (RuleId r : found[0].blamed) entries += rule_info(r).id + std::string("\t") + s_.name + "\n";
   ::setenv(kEnvBaseline, entries.c_str(), 1);
   auto fuzz = lying_runner();
   fuzz->record_to(dir_.string());
@@ -473,10 +473,21 @@ TEST_F(RecordFindings, ABaselinedFindingIsCountedNotStored) {
   ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
   EXPECT_TRUE(stored(".kcsb").empty());
   ASSERT_EQ(fuzz->store()->counts().size(), 1u);
-  const FindingStore::Count& c = fuzz->store()->counts().begin()->second;
+  const FindingStore::Count c = fuzz->store()->counts().begin()->second;
   EXPECT_TRUE(c.known);
   EXPECT_EQ(c.count, 2u);
   EXPECT_TRUE(c.stem.empty());
+  // The same signature in a mutated input (named "fuzz": no entry covers it) is new: stored.
+  Scenario mutated = s_;
+  mutated.name = "fuzz";
+  const std::vector<uint8_t> m = encode_binary(mutated);
+  ASSERT_EQ(fuzz->run(m.data(), m.size()), 0);
+  EXPECT_EQ(stored(".kcsb").size(), 1u);
+  ASSERT_EQ(fuzz->store()->counts().size(), 2u);
+  for (const auto& [key, count] : fuzz->store()->counts()) {
+    EXPECT_EQ(count.count, key.second ? 2u : 1u);
+    EXPECT_EQ(count.stem.empty(), key.second);
+  }
 }
 
 // A signature names the rules, the op kind and the target build: findings that
