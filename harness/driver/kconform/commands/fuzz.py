@@ -74,7 +74,7 @@ from kconform.core.paths import CORPORA, DEFAULT_BASELINE, REPO, open_report_dir
 from kconform.commands.run import el2_flags, el2_release, kconform_command
 from kconform.engine import baseline
 from kconform.engine.build import build_preset
-from kconform.engine.fuzz_findings import RunReplay, collect, read_counts, replay_with_run, rerun_hint
+from kconform.engine.fuzz_findings import RunReplay, collect, read_counts, rerun_hint
 from kconform.engine.fuzzers import RUNNERS, build_harness, merge_corpus
 from kconform.engine.runner import Engine
 from kconform.sources.trees import DEFAULT_TREE
@@ -242,21 +242,37 @@ def cmd_fuzz(args, console: Console) -> int:
 
 
 def judge_new_records(root: Path, stored_before: set[str], replay: RunReplay, log) -> None:
-    """The violations the fuzz runners stored this run, judged by `run` once each (one
-    input per signature): a baseline entry the runner could not match (fuzz_entries)
-    makes one known (recorded in known.log, its files removed); otherwise run's view
-    and a re-run command join the .kcs header, as for the crash path."""
+    """The violations the fuzz runners stored this run, judged by `run` (one input per
+    signature, all in one run): a baseline entry the runner could not match
+    (fuzz_entries) makes one known (recorded in known.log, its files removed);
+    otherwise run's view and a re-run command join the .kcs header, as for the
+    crash path."""
     findings = root / "findings"
-    for kcsb in sorted(findings.glob("violation-*.kcsb")):
-        if kcsb.name in stored_before:
-            continue
+    new = [p for p in sorted(findings.glob("violation-*.kcsb")) if p.name not in stored_before]
+    if not new:
+        return
+    work = root / "replays" / "runner-findings"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        run = replay.engine(False).run(replay.target, [str(p) for p in new], work / "verdicts.jsonl",
+                                       release=replay.release)
+    except ToolError as e:
+        log(f"kconform fuzz: run could not judge the new findings: {str(e).splitlines()[0] if str(e) else e}")
+        return
+    baseline.apply(replay.entries, [run])
+    by_file: dict[str, list] = {}
+    for x in run.findings:
+        by_file.setdefault(x.file, []).append(x)
+    command = replay.command(False)
+    for kcsb in new:
         stem = kcsb.name[:-len(".kcsb")]
-        judged = replay_with_run(replay, kcsb, root / "replays" / stem, False)
-        if judged.known:
+        found = by_file.get(str(kcsb), [])
+        if found and all(x.baselined_by for x in found):
             for ext in (".kcsb", ".kcs", ".jsonl", ".log"):
                 (findings / (stem + ext)).unlink(missing_ok=True)
             with open(root / "known.log", "a") as f:
-                for x in judged.findings:
+                for x in found:
                     f.write(f"KNOWN-ON-REPLAY {x.rule} {x.scenario} op {x.op} ({x.call}) input {stem}: "
                             f"baselined by {x.baselined_by['rule']} {x.baselined_by['release']} "
                             f"{x.baselined_by.get('scenario', '*')}\n")
@@ -267,16 +283,11 @@ def judge_new_records(root: Path, stored_before: set[str], replay: RunReplay, lo
             text = kcs.read_text()
         except OSError:
             continue
-        head = []
-        if judged.error:
-            head.append(f"# run: could not replay it: {judged.error}")
-        for x in judged.findings:
-            state = "baselined" if x.baselined_by else "NEW"
-            head.append(f"# run: {state} {x.kind} {x.rule} at op {x.op} ({x.call}) on {x.target} {x.release}")
-        if judged.command:
-            head.append("# re-run: " + shlex.join(judged.command + [str(kcs)]))
-        if head:
-            atomic_write(kcs, "\n".join(" ".join(h.splitlines()) for h in head) + "\n" + text)
+        head = [f"# run: {'baselined' if x.baselined_by else 'NEW'} {x.kind} {x.rule} at op {x.op} ({x.call}) "
+                f"on {x.target} {x.release}" for x in found] or ["# run: reproduces nothing on this input"]
+        if found:
+            head.append("# re-run: " + shlex.join(command + [str(kcs)]))
+        atomic_write(kcs, "\n".join(" ".join(h.splitlines()) for h in head) + "\n" + text)
 
 
 def summarize(log, root: Path, stored_before: set[str], crashes: list, elapsed: float, stats: dict, args,
