@@ -5,13 +5,16 @@ next run, stores nothing again), counts a baselined one without storing it; a
 crash of the process still goes through libFuzzer's crash path and the driver
 stores its input once per signature."""
 
+import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import KCONFORM, REPO
 
 RUNS = 300
 
@@ -131,3 +134,26 @@ def test_a_crash_goes_through_the_crash_path_and_is_stored_once(fuzz_el2, engine
     got = fuzz_findings.collect(fuzz_el2, root, env)
     assert [(p, n, s) for p, n, s in got] == [(path, False, sig), (path, False, sig)]
     assert len(list((root / "findings").glob("*.kcsb"))) == 1
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_fuzzer_with_its_summary(fuzz_el2, tmp_path):
+    """`kconform fuzz` on SIGTERM: the fuzzer ended, a summary of what ran printed and
+    written (last-run.json, interrupted), exit 143."""
+    out = tmp_path / "fuzz"
+    p = subprocess.Popen([str(KCONFORM), "fuzz", "--engine", "libfuzzer", "--target", "el2", "--time", "300s",
+                          "--out", str(out), "-q"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    log = out / "el2-4k" / "fuzz.log"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and p.poll() is None:
+        if log.exists() and "#" in log.read_text() and (out / "el2-4k" / "findings" / ".counts").exists():
+            break
+        time.sleep(1)
+    time.sleep(5)
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "INTERRUPTED after" in stdout and "findings:" in stdout, stdout[-3000:]
+    doc = json.loads((out / "el2-4k" / "last-run.json").read_text())
+    assert doc["interrupted"] is True and doc["runner_execs"] > 0, doc
