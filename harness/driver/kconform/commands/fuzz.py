@@ -328,7 +328,7 @@ def summarize(log, root: Path, stored_before: set[str], crashes: list, elapsed: 
     known = sum(1 for r in rows.values() if r["status"] == "known")
     restarts = stats.get("restarts", 0)
     log(f"kconform fuzz: {'INTERRUPTED after ' if interrupted else ''}{elapsed:.0f} s, {execs} executions, "
-        f"{rate:.0f} executions/s, coverage {stats.get('coverage', '?')}, {restarts} restart(s) after a crash; "
+        f"{rate:.0f} execs/s, coverage {stats.get('coverage', '?')}, {restarts} restart(s) after a crash; "
         + (f"corpus {merged[0]} -> {merged[1]} after merging; " if merged else "")
         + f"findings: {len(new)} new, {len(rows) - len(new) - known} stored before, {known} known "
         f"(signatures); stored in {os.path.relpath(findings, Path.cwd())}")

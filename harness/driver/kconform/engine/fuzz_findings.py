@@ -75,7 +75,7 @@ def crash_signature(stderr: str, kind: str, rule: str, frames: int = 3) -> str:
     frames inside the code under test ("func file.c:line"); with none there, the first
     frames of the report. A rule violation's: rules, op kind and target, as the fuzz
     runner names it (fuzz_runner.h signature)."""
-    m = re.search(r"SUMMARY: kconform: (\S+) violated by op \d+ \((\w+)[^)]*\) on target (\S+)", stderr)
+    m = re.search(r"SUMMARY: kconform: (\S+) violated by op \d+ \((\w+).*?\) on target (.+?): ", stderr)
     if m:
         return f"{m.group(1)} {m.group(2)} {m.group(3)}"
     found = [(fn, path, line) for fn, path, line in FRAME.findall(stderr)]
