@@ -1,7 +1,6 @@
 // The fuzz runner (fuzz_runner.h).
 #include "harness/fuzz/fuzz_runner.h"
 
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,14 +153,16 @@ std::string FindingStore::record(const Scenario& s, const Finding& f, const Step
   const bool claimed = ::link(tmp.c_str(), (base + ".kcsb").c_str()) == 0;
   std::remove(tmp.c_str());
   if (!claimed) return "";  // stored by another process (or an earlier run)
+  // One line each: the detail (notes) may hold line breaks.
+  std::string detail = f.detail;
+  for (char& ch : detail)
+    if (ch == '\n' || ch == '\r') ch = ' ';
   const std::string line = "kconform-fuzz: finding " + sig + ": " + f.rules + " violated by op " +
                            std::to_string(f.op) + " (" + format_op(s, f.op) + ") on target " + id.target + " " +
-                           id.release + ": " + f.detail;
-  std::string kcs = "# violation found by kconform fuzz: " + sig + "\n# op " + std::to_string(f.op) + " (" +
-                    format_op(s, f.op) + "): " + f.detail + "\n# replay: " + self_exe() + " " + base +
-                    ".kcsb\n";
-  std::string head;
-  for (char ch : kcs) head += ch == '\r' ? ' ' : ch;
+                           id.release + ": " + detail;
+  const std::string head = "# violation found by kconform fuzz: " + sig + "\n# op " + std::to_string(f.op) + " (" +
+                           format_op(s, f.op) + "): " + detail + "\n# replay: " + self_exe() + " " + base +
+                           ".kcsb\n";
   write_file(base + ".kcs", head + format_text(s));
   // The verdict records, in the one verdict format.
   std::string jsonl;
