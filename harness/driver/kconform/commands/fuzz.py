@@ -191,7 +191,8 @@ def cmd_fuzz(args, console: Console) -> int:
         raise ToolError(f"flag --page-size: '{args.page_size}' is not 4K, 16K or 64K")
     abi = TARGETS[args.target]
     label = target_label(args.target, page_size)
-    root = Path(args.out) / label if args.out else REPO / "reports" / "fuzz" / label
+    # Absolute: the fuzzers run in root (a relative --out would name a folder inside it).
+    root = Path(args.out).resolve() / label if args.out else REPO / "reports" / "fuzz" / label
     for d in ("corpus", "artifacts", "findings"):
         (root / d).mkdir(parents=True, exist_ok=True)
     open_report_dir(root)  # INCOMPLETE until this run ends; "interrupted" after a signal
