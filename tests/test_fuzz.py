@@ -3,7 +3,6 @@ libFuzzer, and the finding path: a scenario that violates a rule is stored
 once, named by rule and hash, in binary and text; a baselined rule is not a
 crash."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -51,12 +50,15 @@ def _bind_past_2_63_binary(tmp_path) -> Path:
     return next(conv.iterdir())
 
 
-def test_a_finding_is_stored_once_by_rule_and_hash(short_run, tmp_path):
+def test_a_finding_is_stored_once_by_rule_and_signature(short_run, tmp_path):
+    """A fuzz runner without KCONFORM_FUZZ_FINDINGS (a bare engine run) aborts on a
+    violation: the crash path stores it under its signature (rules, op kind, target)."""
     from kconform.engine import fuzz_findings
     data = _bind_past_2_63_binary(tmp_path).read_bytes()
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="")
+    env.pop("KCONFORM_FUZZ_FINDINGS", None)
     path, new = fuzz_findings.store_finding(_binary(), data, "crash", tmp_path / "findings", env)
-    digest = hashlib.sha1(data).hexdigest()[:12]
+    digest = fuzz_findings.signature_digest("GMEM.BIND.RANGE bind host")
     assert new and path.name == f"crash-GMEM.BIND.RANGE-{digest}.kcsb"
     text = path.with_name(path.name[:-1]).read_text()
     assert "SUMMARY: kconform: GMEM.BIND.RANGE violated" in text and "bind vm=0" in text

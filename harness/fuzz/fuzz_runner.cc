@@ -2,7 +2,10 @@
 #include "harness/fuzz/fuzz_runner.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -11,6 +14,7 @@
 #include "harness/runner/step.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
+#include "oracles/verdict_json.h"
 
 namespace kconform::fuzz {
 
@@ -34,6 +38,153 @@ OpenTarget open_or_exit(const TargetFamily& family) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every store of this process, flushed at exit (libFuzzer ends with exit()).
+std::set<FindingStore*>& live_stores() {
+  static std::set<FindingStore*>* s = new std::set<FindingStore*>;
+  return *s;
+}
+
+void flush_live_stores() {
+  for (FindingStore* s : live_stores()) s->flush();
+}
+
+std::string hex16(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Writes path atomically (a temporary beside it, then rename); false on error.
+bool write_file(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("kconform-fuzz");
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string signature(const Scenario& s, const Finding& f, const TargetIdentity& id) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  const uint32_t code = f.op < s.ops.size() ? s.ops[f.op].code : ~0u;
+  const std::string op = code < abi.ops.size() ? abi.ops[code].name : "op" + std::to_string(code);
+  return f.rules + " " + op + " " + id.target + " " + id.release;
+}
+
+FindingStore::FindingStore(std::string dir) : dir_(std::move(dir)) {
+  ::mkdir(dir_.c_str(), 0777);
+  ::mkdir((dir_ + "/.counts").c_str(), 0777);
+  static const bool registered = [] { return std::atexit(flush_live_stores) == 0; }();
+  (void)registered;
+  live_stores().insert(this);
+}
+
+FindingStore::~FindingStore() {
+  flush();
+  live_stores().erase(this);
+}
+
+void FindingStore::executed() {
+  ++execs_;
+  dirty_ = true;
+  if ((execs_ & 63) == 0 && now_ns() - last_flush_ns_ > 1000000000) flush();
+}
+
+void FindingStore::flush() {
+  if (!dirty_) return;
+  std::string out = "execs\t" + std::to_string(execs_) + "\n";
+  for (const auto& [key, c] : counts_)
+    out += std::to_string(c.count) + "\t" + (c.known ? "known" : "new") + "\t" + (c.stem.empty() ? "-" : c.stem) +
+           "\t" + key.first + "\n";
+  if (write_file(dir_ + "/.counts/" + std::to_string(::getpid()) + ".tsv", out)) dirty_ = false;
+  last_flush_ns_ = now_ns();
+}
+
+std::string FindingStore::record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
+                                 std::span<const uint8_t> input) {
+  const std::string sig = signature(s, f, id);
+  dirty_ = true;
+  auto [it, first] = counts_.try_emplace(Key{sig, f.known});
+  Count& c = it->second;
+  ++c.count;
+  if (!first) return "";
+  c.known = f.known;
+  if (f.known) return "";
+  std::string rules = f.rules;
+  for (char& ch : rules)
+    if (ch == ',') ch = '+';
+  const AbiSpec& abi = abi_spec(s.abi);
+  const uint32_t code = s.ops[f.op].code;
+  const std::string stem =
+      "violation-" + rules + "-" + (code < abi.ops.size() ? abi.ops[code].name : "op") + "-" + hex16(sig);
+  c.stem = stem;
+  const std::string base = dir_ + "/" + stem;
+  // Claim the signature: the .kcsb appears whole (written beside, then linked)
+  // and only once; a process that finds it there has a duplicate.
+  const std::vector<uint8_t> encoded = input.empty() ? encode_binary(s) : std::vector<uint8_t>{};
+  const std::span<const uint8_t> bytes = input.empty() ? std::span<const uint8_t>(encoded) : input;
+  const std::string tmp = base + ".kcsb.tmp" + std::to_string(::getpid());
+  if (!write_file(tmp, std::string(bytes.begin(), bytes.end()))) {
+    std::fprintf(stderr, "kconform-fuzz: cannot write %s; finding %s counted, not stored\n", tmp.c_str(),
+                 sig.c_str());
+    return "";
+  }
+  const bool claimed = ::link(tmp.c_str(), (base + ".kcsb").c_str()) == 0;
+  std::remove(tmp.c_str());
+  if (!claimed) return "";  // stored by another process (or an earlier run)
+  // One line each: the detail (notes) may hold line breaks.
+  std::string detail = f.detail;
+  for (char& ch : detail)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  const std::string line = "kconform-fuzz: finding " + sig + ": " + f.rules + " violated by op " +
+                           std::to_string(f.op) + " (" + format_op(s, f.op) + ") on target " + id.target + " " +
+                           id.release + ": " + detail;
+  const std::string head = "# violation found by kconform fuzz: " + sig + "\n# op " + std::to_string(f.op) + " (" +
+                           format_op(s, f.op) + "): " + detail + "\n# replay: " + self_exe() + " " + base +
+                           ".kcsb\n";
+  write_file(base + ".kcs", head + format_text(s));
+  // The verdict records, in the one verdict format.
+  std::string jsonl;
+  {
+    char* buf = nullptr;
+    size_t len = 0;
+    if (std::FILE* mem = ::open_memstream(&buf, &len)) {
+      VerdictWriter w(mem);
+      w.target(id);
+      const ScenarioRef ref{&s, base + ".kcs", 0};
+      w.op(ref, f.op, r.expected, r.observed, r.verdict, r.contents.taken ? &r.contents : nullptr, r.adopted);
+      std::fclose(mem);
+      jsonl.assign(buf, len);
+      std::free(buf);
+    }
+  }
+  write_file(base + ".jsonl", jsonl);
+  write_file(base + ".log", line + "\n");
+  std::fprintf(stderr, "%s\nkconform-fuzz: stored as %s.{kcsb,kcs,jsonl,log}; fuzzing goes on\n", line.c_str(),
+               base.c_str());
+  return stem;
+}
 
 bool glob_match(const std::string& pattern, const std::string& text) {
   // libc's matcher; FNM_NOESCAPE: a backslash is itself, as in Python's fnmatch.
@@ -61,6 +212,12 @@ FuzzRunner::FuzzRunner(OpenTarget opened, const FuzzConfig& cfg, Mode mode)
     }
   }
   if (const char* l = std::getenv(kEnvKnownLog)) known_log_ = l;
+  if (const char* d = std::getenv(kEnvFindings); d && *d && mode_ == Mode::kAbortOnFinding) record_to(d);
+}
+
+void FuzzRunner::record_to(const std::string& dir) {
+  store_ = std::make_unique<FindingStore>(dir);
+  mode_ = Mode::kRecord;
 }
 
 bool FuzzRunner::baselined(const std::string& id, const std::string& scenario) const {
@@ -86,8 +243,10 @@ bool FuzzRunner::bounded(const Scenario& s) const {
   return costly <= cfg_.max_costly;
 }
 
-void FuzzRunner::report(const Scenario& s, const Finding& f) {
+void FuzzRunner::report(const Scenario& s, const Finding& f, const StepResult& r) {
+  if (mode_ == Mode::kRecord) store_->record(s, f, r, t_.target->identity(), input_);
   if (!f.known) {
+    if (mode_ == Mode::kRecord) return;
     if (mode_ == Mode::kCollect) return;
     std::fprintf(stderr, "SUMMARY: kconform: %s violated by op %zu (%s) on target %s: %s\n", f.rules.c_str(), f.op,
                  format_op(s, f.op).c_str(), t_.target->identity().target.c_str(), f.detail.c_str());
@@ -153,7 +312,7 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
         f.detail += " (unchecked: the model lost the state at an earlier op)";
       }
       if (!r.expected.note.empty()) f.detail += "; note: " + r.expected.note;
-      report(s, f);
+      report(s, f, r);
       findings.push_back(std::move(f));
     }
   }
@@ -168,7 +327,10 @@ int FuzzRunner::run(const uint8_t* data, size_t size) {
   // What `run` reports unsupported (a seed requiring a capability or page size this
   // build lacks) is not run here either: it would be judged by the wrong profile.
   if (t_.target && (s.requires_caps & ~t_.target->identity().cap_bits)) return -1;
+  input_ = {data, size};
   run_scenario(s);
+  input_ = {};
+  if (store_) store_->executed();
   return 0;
 }
 

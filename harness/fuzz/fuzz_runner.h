@@ -1,11 +1,16 @@
 // The fuzz runner, shared by every engine (libFuzzer, AFL++) and every
 // target: decode one input, bound it, and run it op by op through the one
 // step (harness/runner/step.h) that `run` and `replay` use, so one input is
-// judged and blamed the same way everywhere. The oracle is the crash
-// condition: an op the baseline does not know (as `run` would not baseline
-// it: KCONFORM_FUZZ_BASELINE below) ends the process with one SUMMARY line
-// naming its blamed rules (StepResult::blamed); a known finding is recorded
-// and the input goes on, as in `run`: judged while the model knows the state
+// judged and blamed the same way everywhere. Findings never stop the fuzzer
+// (Mode::kRecord, what `kconform fuzz` runs: KCONFORM_FUZZ_FINDINGS below):
+// each is recorded under its signature in a FindingStore (stored once,
+// counted every time; a baselined one only counted) and the input goes on.
+// Only a crash of the process goes through the engine's crash path. Without
+// KCONFORM_FUZZ_FINDINGS (the mutant bench, a bare engine run) an op the
+// baseline does not know (as `run` would not baseline it:
+// KCONFORM_FUZZ_BASELINE below) ends the process with one SUMMARY line naming
+// its blamed rules (StepResult::blamed). Either way the input goes on past a
+// known finding, as in `run`: judged while the model knows the state
 // (also after a broken invariant alone), unchecked but invariant-checked after
 // a model violation. An input `run` would report unsupported is not run.
 // Nothing here knows an ABI: what bounds an input comes from the ABI tables
@@ -14,12 +19,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "harness/fuzz/mutator.h"
+#include "harness/runner/step.h"
 #include "harness/runner/target_registry.h"
 #include "models/common/rules.h"
 
@@ -40,7 +49,10 @@ namespace kconform::fuzz {
 //                              (the mutant bench's background; `kconform fuzz`
 //                              sets it empty)
 //   KCONFORM_FUZZ_KNOWN_LOG    file to append "KNOWN <rules> <op call>" lines to (first per rule set)
+//   KCONFORM_FUZZ_FINDINGS     (set by `kconform fuzz`) a folder: findings are recorded
+//                              there (FindingStore) and never stop the process
 inline constexpr const char* kEnvBaseline = "KCONFORM_FUZZ_BASELINE";
+inline constexpr const char* kEnvFindings = "KCONFORM_FUZZ_FINDINGS";
 inline constexpr const char* kEnvKnownRules = "KCONFORM_FUZZ_KNOWN_RULES";
 inline constexpr const char* kEnvKnownLog = "KCONFORM_FUZZ_KNOWN_LOG";
 
@@ -72,11 +84,69 @@ struct Finding {
   std::string detail;          // observed, expected, the model's and invariants' notes
 };
 
+// A finding's signature: its blamed rule IDs, the kind of its op and the target
+// build, "FFA.A,FFA.B mem_reclaim el2 debian-7.3.4-4k". Findings with one
+// signature are one finding, however many inputs reach it.
+std::string signature(const Scenario& s, const Finding& f, const TargetIdentity& id);
+
+// Where findings are recorded without stopping the fuzzer, in a folder that
+// several processes (libFuzzer's fork jobs, AFL++ instances, restarts) share:
+//   <stem>.kcsb   the input as the engine gave it (binary scenario format)
+//   <stem>.kcs    the same scenario in the text format, after a comment header
+//                 naming the signature, the op and a replay command
+//   <stem>.jsonl  its verdict records (oracles/verdict_json.h: the target record,
+//                 then the finding op's record)
+//   <stem>.log    the log line
+// with stem violation-<rules, '+'-joined>-<op kind>-<16 hex of FNV-1a(signature)>.
+// The first occurrence of a signature that is not known is stored; the .kcsb is
+// claimed with link(2), so across processes it is stored once and never
+// overwritten. Every occurrence (stored, duplicate or known) is counted:
+// .counts/<pid>.tsv holds this process's counts, "execs\t<n>" then one
+// "<count>\t<new|known>\t<stem or ->\t<signature>" line per signature and
+// known-ness (counts()), rewritten
+// (atomically) at most once a second, by flush() and at exit.
+class FindingStore {
+ public:
+  explicit FindingStore(std::string dir);
+  ~FindingStore();
+  FindingStore(const FindingStore&) = delete;
+  FindingStore& operator=(const FindingStore&) = delete;
+
+  // Counts f (a finding at op f.op of s, r its step) and stores it if it is the
+  // first of its signature and not known. input: the engine's bytes (empty: s
+  // encoded). Returns the stem just stored, or "" (a duplicate or known).
+  std::string record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
+                     std::span<const uint8_t> input);
+  void executed();
+  void flush();
+
+  struct Count {
+    std::string stem;  // where it is stored; "" when known (or not stored: a write failed)
+    bool known = false;
+    uint64_t count = 0;
+  };
+  // By (signature, known): whether an occurrence is known depends on its
+  // scenario's name (the baseline's patterns), so one signature can be met
+  // known (a seed) and not (a mutated input); the latter is stored.
+  using Key = std::pair<std::string, bool>;
+  const std::map<Key, Count>& counts() const { return counts_; }
+  uint64_t executions() const { return execs_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::map<Key, Count> counts_;
+  uint64_t execs_ = 0;
+  int64_t last_flush_ns_ = 0;
+  bool dirty_ = false;
+};
+
 class FuzzRunner {
  public:
   enum class Mode {
     kAbortOnFinding,  // an unknown finding prints SUMMARY and aborts (the fuzz targets)
     kCollect,         // findings are only returned (tests)
+    kRecord,          // every finding goes to a FindingStore and the input goes on
   };
   // Opens the target family; exits with status 2 and a message if it cannot run.
   FuzzRunner(const TargetFamily& family, const FuzzConfig& cfg, Mode mode = Mode::kAbortOnFinding);
@@ -96,9 +166,13 @@ class FuzzRunner {
   std::vector<Finding> run_scenario(const Scenario& s);
 
   const FuzzConfig& config() const { return cfg_; }
+  // Mode::kRecord into dir (the constructor does this with kAbortOnFinding
+  // when KCONFORM_FUZZ_FINDINGS is set).
+  void record_to(const std::string& dir);
+  FindingStore* store() { return store_.get(); }
 
  private:
-  void report(const Scenario& s, const Finding& f);
+  void report(const Scenario& s, const Finding& f, const StepResult& r);
   // Whether run would baseline rule `id` violated in a scenario of this name.
   bool baselined(const std::string& id, const std::string& scenario) const;
 
@@ -109,6 +183,8 @@ class FuzzRunner {
   std::vector<std::pair<std::string, std::string>> baseline_;  // (rule ID, scenario pattern)
   std::set<std::string> known_seen_;
   std::string known_log_;
+  std::unique_ptr<FindingStore> store_;
+  std::span<const uint8_t> input_;  // the engine's bytes of the input being run
 };
 
 }  // namespace kconform::fuzz

@@ -8,6 +8,7 @@
 
 #include <fnmatch.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -350,6 +351,158 @@ TEST_P(InvariantOnly, ABrokenInvariantAloneDoesNotStopJudging) {
 
 INSTANTIATE_TEST_SUITE_P(El2, InvariantOnly, ::testing::Values("", "wrong-state:mem_reclaim"),
                          [](const auto& info) { return std::string(*info.param ? "lie_at_reclaim" : "plain"); });
+
+// Findings never stop the fuzz runner (Mode::kRecord, what `kconform fuzz` runs):
+// each is recorded under its signature, stored once in the folder (also when a
+// second process records it there), counted every time; a baselined one is
+// counted and not stored. The EL2 target lies at mem_reclaim (`--fault
+// wrong-state:mem_reclaim`), so share-reclaim has one finding, at op 4.
+class RecordFindings : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kc-findings-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    std::vector<LoadedScenario> smoke;
+    std::string error;
+    ASSERT_TRUE(load_all({std::string(KC_CORPUS_DIR) + "/ffa/smoke.kcs"}, &smoke, &error)) << error;
+    const std::string name = std::string("ffa/smoke/share-reclaim-") + KC_FUZZ_TEST_EL2;
+    for (const LoadedScenario& ls : smoke)
+      if (ls.scenario.name == name) s_ = ls.scenario;
+    ASSERT_EQ(s_.name, name);
+    bytes_ = encode_binary(s_);
+  }
+  void TearDown() override {
+    ::unsetenv(kEnvBaseline);
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<FuzzRunner> lying_runner(FuzzRunner::Mode mode = FuzzRunner::Mode::kCollect) {
+    const TargetFamily* families[] = {&el2::el2_target_family()};
+    OpenTarget t;
+    std::string error;
+    EXPECT_TRUE(open_target(families, "el2", "wrong-state:mem_reclaim", &t, &error)) << error;
+    return std::make_unique<FuzzRunner>(std::move(t), fuzz_config_for(Abi::kFfa), mode);
+  }
+  std::vector<fs::path> stored(const std::string& ext) const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().extension() == ext) out.push_back(e.path());
+    return out;
+  }
+  static std::string read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir_;
+  Scenario s_;
+  std::vector<uint8_t> bytes_;
+};
+
+TEST_F(RecordFindings, AViolationIsStoredOnceCountedAndTheRunnerGoesOn) {
+  auto fuzz = lying_runner();
+  fuzz->record_to(dir_.string());
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0) << "run " << i;
+  const FindingStore& store = *fuzz->store();
+  EXPECT_EQ(store.executions(), 3u);
+  ASSERT_EQ(store.counts().size(), 1u);
+  const std::string sig = store.counts().begin()->first.first;
+  const FindingStore::Count count = store.counts().begin()->second;
+  EXPECT_EQ(count.count, 3u) << "every occurrence counted";
+  EXPECT_FALSE(count.known);
+  EXPECT_NE(sig.find(" mem_reclaim el2"), std::string::npos) << sig;
+  EXPECT_EQ(sig.rfind("FFA.", 0), 0u) << sig;
+  // Stored once: the input as given, its text form, its verdict records and log line.
+  ASSERT_EQ(stored(".kcsb").size(), 1u);
+  const fs::path base = dir_ / count.stem;
+  EXPECT_EQ(stored(".kcsb")[0], fs::path(base.string() + ".kcsb"));
+  EXPECT_EQ(read(base.string() + ".kcsb"), std::string(bytes_.begin(), bytes_.end()));
+  std::vector<Scenario> again;
+  std::string error;
+  ASSERT_TRUE(load_scenario_file(base.string() + ".kcs", &again, &error)) << error;
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(format_text(again[0]), format_text(s_));
+  EXPECT_NE(read(base.string() + ".kcs").find("# violation found by kconform fuzz: " + sig), std::string::npos);
+  std::istringstream jsonl(read(base.string() + ".jsonl"));
+  std::string line;
+  std::vector<json> records;
+  while (std::getline(jsonl, line)) records.push_back(json::parse(line));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["type"], "target");
+  EXPECT_EQ(records[1]["verdict"], "violation");
+  EXPECT_EQ(records[1]["op"], 4);
+  EXPECT_NE(read(base.string() + ".log").find("violated by op 4 (mem_reclaim"), std::string::npos);
+  // The counts the driver sums (findings/.counts/<pid>.tsv).
+  fuzz.reset();
+  const std::string counts = read(dir_ / ".counts" / (std::to_string(::getpid()) + ".tsv"));
+  EXPECT_NE(counts.find("execs\t3\n"), std::string::npos) << counts;
+  EXPECT_NE(counts.find("3\tnew\t" + count.stem + "\t" + sig + "\n"), std::string::npos) << counts;
+}
+
+TEST_F(RecordFindings, ADuplicateFromAnotherProcessIsCountedNotStoredAgain) {
+  auto first = lying_runner();
+  first->record_to(dir_.string());
+  ASSERT_EQ(first->run(bytes_.data(), bytes_.size()), 0);
+  ASSERT_EQ(stored(".kcsb").size(), 1u);
+  const fs::path kcsb = stored(".kcsb")[0];
+  const auto mtime = fs::last_write_time(kcsb);
+  // A second store on the same folder (another fork job, a restart, the next run).
+  auto second = lying_runner();
+  second->record_to(dir_.string());
+  ASSERT_EQ(second->run(bytes_.data(), bytes_.size()), 0);
+  ASSERT_EQ(second->run(bytes_.data(), bytes_.size()), 0);
+  EXPECT_EQ(stored(".kcsb").size(), 1u);
+  EXPECT_EQ(stored(".kcs").size(), 1u);
+  EXPECT_EQ(fs::last_write_time(kcsb), mtime) << "never overwritten";
+  ASSERT_EQ(second->store()->counts().size(), 1u);
+  const FindingStore::Count& c = second->store()->counts().begin()->second;
+  EXPECT_EQ(c.count, 2u);
+  EXPECT_EQ(fs::path(dir_ / (c.stem + ".kcsb")), kcsb) << "the duplicate names where it is stored";
+}
+
+TEST_F(RecordFindings, ABaselinedFindingIsCountedNotStored) {
+  std::vector<Finding> found = lying_runner()->run_scenario(s_);
+  ASSERT_EQ(found.size(), 1u);
+  std::string entries;  // baselined for this scenario only, as the corpus entries are
+  for (RuleId r : found[0].blamed) entries += rule_info(r).id + std::string("\t") + s_.name + "\n";
+  ::setenv(kEnvBaseline, entries.c_str(), 1);
+  auto fuzz = lying_runner();
+  fuzz->record_to(dir_.string());
+  ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+  ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+  EXPECT_TRUE(stored(".kcsb").empty());
+  ASSERT_EQ(fuzz->store()->counts().size(), 1u);
+  const FindingStore::Count c = fuzz->store()->counts().begin()->second;
+  EXPECT_TRUE(c.known);
+  EXPECT_EQ(c.count, 2u);
+  EXPECT_TRUE(c.stem.empty());
+  // The same signature in a mutated input (named "fuzz": no entry covers it) is new: stored.
+  Scenario mutated = s_;
+  mutated.name = "fuzz";
+  const std::vector<uint8_t> m = encode_binary(mutated);
+  ASSERT_EQ(fuzz->run(m.data(), m.size()), 0);
+  EXPECT_EQ(stored(".kcsb").size(), 1u);
+  ASSERT_EQ(fuzz->store()->counts().size(), 2u);
+  for (const auto& [key, count] : fuzz->store()->counts()) {
+    EXPECT_EQ(count.count, key.second ? 2u : 1u);
+    EXPECT_EQ(count.stem.empty(), key.second);
+  }
+}
+
+// A signature names the rules, the op kind and the target build: findings that
+// differ in any of them are different findings.
+TEST_F(RecordFindings, SignaturesDifferByOpKindAndTarget) {
+  Finding f;
+  f.op = 4;
+  f.rules = "FFA.X";
+  TargetIdentity a{"el2", "debian-7.3.4-4k", "", {}, 0}, b{"el2", "debian-7.3.4-16k", "", {}, 0};
+  const std::string sa = signature(s_, f, a);
+  EXPECT_EQ(sa, "FFA.X mem_reclaim el2 debian-7.3.4-4k");
+  EXPECT_NE(sa, signature(s_, f, b));
+  f.op = 0;
+  EXPECT_NE(sa, signature(s_, f, a));
+}
 
 #endif  // KC_FUZZ_TEST_EL2
 

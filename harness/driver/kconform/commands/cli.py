@@ -189,12 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fuzz", help="coverage-guided, structure-aware fuzzing with libFuzzer or AFL++",
                        description="Build the fuzz runner (harness/fuzz) for the engine, seed it with the "
-                                   "directed suite and the Z3 cases, and fuzz the target with the oracle as "
-                                   "the crash condition. Resumes from reports/fuzz/<target>/corpus, merges and "
-                                   "minimises it at the end, and stores every distinct finding with its "
-                                   "scenario under reports/fuzz/<target>/findings/ (never overwritten). "
+                                   "directed suite and the Z3 cases, and fuzz the target with the oracle judging "
+                                   "every op. Findings never stop the fuzzer: each is recorded under its "
+                                   "signature (rule IDs + op kind + target build; for a crash of the process, "
+                                   "which goes through the engine's crash path, the frames in the code under "
+                                   "test), stored once under reports/fuzz/<target>/findings/ (never "
+                                   "overwritten) and counted every time. Resumes from "
+                                   "reports/fuzz/<target>/corpus, merges and minimises it at the end, and "
+                                   "prints a summary (also on Ctrl-C/SIGTERM): executions, restarts, findings "
+                                   "new/known per signature and where they are. "
                                    "A finding is stored unless `run` on that input would baseline it (same entries, release "
-                                   "and scenario patterns); those are recorded in known.log. "
+                                   "and scenario patterns); those are counted and recorded in known.log. "
                                    "Exit 1 if a new finding was stored.",
                        epilog="examples:\n  ./kconform fuzz --engine libfuzzer --target host --time 8h --jobs 2\n"
                               "  ./kconform fuzz --engine afl --target el2 --page-size 16K --time 1h\n"

@@ -1,40 +1,57 @@
 """`kconform fuzz`: coverage-guided, structure-aware fuzzing of a target with
-libFuzzer or AFL++ (harness/fuzz), the oracle as the crash condition.
+libFuzzer or AFL++ (harness/fuzz), the oracle judging every op.
+
+Findings never stop the fuzzer: the fuzz runner records each violation under its
+signature (rule IDs + op kind + target build) in findings/ and goes on
+(KCONFORM_FUZZ_FINDINGS; harness/fuzz/fuzz_runner.h FindingStore): stored once
+per signature, counted every time, a baselined one counted and not stored. Only
+a crash of the process (or a timeout) goes through the engine's crash path
+(libFuzzer's crash-*, AFL++'s crashes/); the driver stores those inputs the same
+way, under a signature naming the frames inside the code under test
+(engine/fuzz_findings.py). At the end, and on SIGINT/SIGTERM, a summary:
+executions, restarts, findings per signature (new, stored before, known) and
+where they are (also last-run.json).
 
 Layout under reports/fuzz/<target>/ (untracked; <target> is host or el2-<page size>):
   corpus/     the persistent corpus: a run resumes from it and leaves it merged and minimised
   seeds/      the directed suite and the Z3 cases of the target's ABI, in binary form (rebuilt each run)
   artifacts/  the engine's raw crash/timeout files (emptied into findings/)
   afl/        AFL++'s output folder (resumed with AFL_AUTORESUME)
-  findings/   one <kind>-<rule>-<sha1[:12]>.{kcsb,kcs,log} per distinct finding, never overwritten;
-              the .kcs names what `run` reports on it and a command that reproduces it
-  replays/    run's verdicts (and crash reports) for each stored input
+  findings/   one <stem>.{kcsb,kcs,jsonl,log} per distinct signature, never overwritten:
+              violation-<rules>-<op>-<hash> (the fuzz runner's) and <kind>-<rule>-<hash>
+              (the crash path's); the .kcs names the signature, what `run` reports on it
+              and a command that reproduces it; .counts/ holds this run's counts per
+              fuzz process, .inputs/ the crash-path inputs already replayed
+  replays/    run's verdicts (and crash reports) for each input judged by run
   known.log   baselined findings met (recorded, not stored)
+  last-run.json  the summary of the last run
 
-What is known: one notion, `run`'s. A fuzz finding is stored unless `kconform run`
+What is known: one notion, `run`'s. A finding is stored unless `kconform run`
 on that input would baseline it: same baseline file and module (engine/baseline.py),
 same patterns, same target naming (host: the kernel release; el2: the build's name,
-debian-7.3.4-4k, as `run --target el2 --page-size 4K` calls it). Two places apply it:
+debian-7.3.4-4k, as `run --target el2 --page-size 4K` calls it). Three places apply it:
 
 - The fuzz runner gets, in KCONFORM_FUZZ_BASELINE, the entries whose target and
   release pattern match this build, with their scenario patterns
-  (baseline.fuzz_entries), and goes on past an op only when every rule the op
-  violated (one finding each in run, not just the blamed ones that name a fuzz
-  finding) has an entry whose pattern matches the scenario's name: the test run
-  applies. Mutated inputs are all named "fuzz", so in practice this covers seeds
-  from the corpora (named as there) and entries whose pattern is "*" (or matches
-  "fuzz"); it keeps seeds with reviewed findings in the corpus instead of crashing
-  on them. Patterns the runner cannot match exactly ([...] classes) are not
-  passed: such findings stop the fuzz runner and are decided below.
-- Every input that stopped the fuzz runner is replayed through the runner `run`
-  uses for this build (el2 with --asan when the fuzz runner saw a sanitizer
-  report), the baseline is applied to run's findings, and the input is stored
-  unless every finding is baselined (engine/fuzz_findings.py).
+  (baseline.fuzz_entries), and counts an op as known (not stored) when every
+  rule the op violated (one finding each in run, not just the blamed ones that
+  name a fuzz finding) has an entry whose pattern matches the scenario's name.
+  Mutated inputs are all named "fuzz", so in practice this covers seeds from
+  the corpora (named as there) and entries whose pattern is "*" (or matches
+  "fuzz"). Patterns the runner cannot match exactly ([...] classes) are not
+  passed: such findings are stored by the runner and decided below.
+- Each violation the fuzz runners stored this run (one input per signature) is
+  judged by run (judge_new_records): if run baselines it, its files are removed
+  and it is known.
+- Every input of the crash path is replayed through the runner `run` uses for
+  this build (el2 with --asan when the fuzz runner saw a sanitizer report), the
+  baseline is applied to run's findings, and the input is stored unless every
+  finding is baselined (engine/fuzz_findings.py).
 
 Rules are never "known" for a target regardless of release or scenario, as the
 driver once had them (KCONFORM_FUZZ_KNOWN_RULES; the mutant bench still uses it for
 its background and `fuzz` sets it empty). --known RULE is an entry for this build
-with scenario "*", applied in both places.
+with scenario "*", applied in every place.
 """
 
 from __future__ import annotations
@@ -43,6 +60,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -50,13 +68,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kconform.core.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
+from kconform.core.errors import EXIT_CLEAN, EXIT_VIOLATIONS, Interrupted, ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import CORPORA, DEFAULT_BASELINE, REPO, open_report_dir, runner_binary
 from kconform.commands.run import el2_flags, el2_release, kconform_command
 from kconform.engine import baseline
 from kconform.engine.build import build_preset
-from kconform.engine.fuzz_findings import RunReplay, collect, rerun_hint
+from kconform.engine.fuzz_findings import RunReplay, collect, read_counts, rerun_hint
 from kconform.engine.fuzzers import RUNNERS, build_harness, merge_corpus
 from kconform.engine.runner import Engine
 from kconform.sources.trees import DEFAULT_TREE
@@ -173,7 +191,8 @@ def cmd_fuzz(args, console: Console) -> int:
         raise ToolError(f"flag --page-size: '{args.page_size}' is not 4K, 16K or 64K")
     abi = TARGETS[args.target]
     label = target_label(args.target, page_size)
-    root = Path(args.out) / label if args.out else REPO / "reports" / "fuzz" / label
+    # Absolute: the fuzzers run in root (a relative --out would name a folder inside it).
+    root = Path(args.out).resolve() / label if args.out else REPO / "reports" / "fuzz" / label
     for d in ("corpus", "artifacts", "findings"):
         (root / d).mkdir(parents=True, exist_ok=True)
     open_report_dir(root)  # INCOMPLETE until this run ends; "interrupted" after a signal
@@ -191,36 +210,144 @@ def cmd_fuzz(args, console: Console) -> int:
         f"{args.jobs} job(s); corpus {resumed} input(s){' (resumed)' if resumed else ''}, {n_seeds} seeds; "
         f"baseline entries for this build: "
         f"{', '.join(sorted({f'{r} ({p})' for r, p in known})) or 'none'}")
+    findings = root / "findings"
+    shutil.rmtree(findings / ".counts", ignore_errors=True)  # this run's counts only
+    env["KCONFORM_FUZZ_FINDINGS"] = str(findings)
+    stored_before = {p.name for p in findings.glob("*.kcsb")}
     progress = Progress(console, args.quiet)
-    start = time.monotonic()
-    RUNNERS[args.engine](binary, root, abi, seconds, args.jobs, args.max_len, env, progress)
+    start, started = time.monotonic(), time.time()
+    try:
+        RUNNERS[args.engine](binary, root, abi, seconds, args.jobs, args.max_len, env, progress)
+    except Interrupted:
+        # The fuzzer is ended (procs); what its runners recorded is summarised, the
+        # crash path's inputs are stored by the next run.
+        if console.is_terminal and not args.quiet:
+            print()
+        summarize(log, root, stored_before, [], time.monotonic() - start, progress.stats, args, label,
+                  replay.release, None, interrupted=True)
+        raise
     elapsed = time.monotonic() - start
     progress.show(force=True)
     if console.is_terminal and not args.quiet:
         print()
-    collected = collect(binary, root, env, replay)
-    stored = [(p, is_new) for p, is_new in collected if p is not None]
-    baselined = len(collected) - len(stored)
+    crashes = collect(binary, root, env, replay, since=started)
+    judge_new_records(root, stored_before, replay, log)
     before, after = (0, 0)
     if not args.no_merge:
-        before, after = merge_corpus(args.engine, binary, root, env, log)
-    new = [p for p, is_new in stored if is_new]
-    s = progress.stats
-    if s["execs"] and elapsed > 0:  # the whole run's rate (fork mode reports per job)
-        s["execs_per_sec"] = s["execs"] / elapsed
-    log(f"kconform fuzz: {elapsed:.0f} s, {s['execs']} execs, {s['execs_per_sec']:.0f} execs/s, "
-        f"coverage {s['coverage']}; corpus {before} -> {after} after merging; "
-        f"{len(stored)} finding input(s), {len(new)} new, {baselined} baselined by run's replay; "
-        f"known findings in {root / 'known.log'}")
-    for p in new:
-        log(f"  new finding: {os.path.relpath(str(p)[:-1], Path.cwd())}")
-        hint = rerun_hint(p)
-        if hint:
-            log(f"    re-run: {hint}")
-    summary = {"engine": args.engine, "target": label, "release": replay.release,
-               "seconds": round(elapsed, 1), "execs": s["execs"],
-               "execs_per_sec": s["execs_per_sec"], "coverage": s["coverage"], "corpus": after,
-               "findings": [str(p) for p, _ in stored], "new_findings": [str(p) for p in new],
-               "baselined_on_replay": baselined}
-    atomic_write(root / "last-run.json", json.dumps(summary, indent=2) + "\n")
+        scratch = root / ".merge-findings"  # merging re-runs inputs: their findings are not this run's
+        before, after = merge_corpus(args.engine, binary, root, dict(env, KCONFORM_FUZZ_FINDINGS=str(scratch)), log)
+        shutil.rmtree(scratch, ignore_errors=True)
+    new = summarize(log, root, stored_before, crashes, elapsed, progress.stats, args, label, replay.release,
+                    (before, after))
     return EXIT_VIOLATIONS if new else EXIT_CLEAN
+
+
+def judge_new_records(root: Path, stored_before: set[str], replay: RunReplay, log) -> None:
+    """The violations the fuzz runners stored this run, judged by `run` (one input per
+    signature, all in one run): a baseline entry the runner could not match
+    (fuzz_entries) makes one known (recorded in known.log, its files removed);
+    otherwise run's view and a re-run command join the .kcs header, as for the
+    crash path."""
+    findings = root / "findings"
+    new = [p for p in sorted(findings.glob("violation-*.kcsb")) if p.name not in stored_before]
+    if not new:
+        return
+    work = root / "replays" / "runner-findings"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        run = replay.engine(False).run(replay.target, [str(p) for p in new], work / "verdicts.jsonl",
+                                       release=replay.release)
+    except ToolError as e:
+        log(f"kconform fuzz: run could not judge the new findings: {str(e).splitlines()[0] if str(e) else e}")
+        return
+    baseline.apply(replay.entries, [run])
+    by_file: dict[str, list] = {}
+    for x in run.findings:
+        by_file.setdefault(x.file, []).append(x)
+    command = replay.command(False)
+    for kcsb in new:
+        stem = kcsb.name[:-len(".kcsb")]
+        found = by_file.get(str(kcsb), [])
+        if found and all(x.baselined_by for x in found):
+            for ext in (".kcsb", ".kcs", ".jsonl", ".log"):
+                (findings / (stem + ext)).unlink(missing_ok=True)
+            with open(root / "known.log", "a") as f:
+                for x in found:
+                    f.write(f"KNOWN-ON-REPLAY {x.rule} {x.scenario} op {x.op} ({x.call}) input {stem}: "
+                            f"baselined by {x.baselined_by['rule']} {x.baselined_by['release']} "
+                            f"{x.baselined_by.get('scenario', '*')}\n")
+            atomic_write(findings / ".known-on-replay" / stem, "")
+            continue
+        kcs = findings / (stem + ".kcs")
+        try:
+            text = kcs.read_text()
+        except OSError:
+            continue
+        head = [f"# run: {'baselined' if x.baselined_by else 'NEW'} {x.kind} {x.rule} at op {x.op} ({x.call}) "
+                f"on {x.target} {x.release}" for x in found] or ["# run: reproduces nothing on this input"]
+        if found:
+            head.append("# re-run: " + shlex.join(command + [str(kcs)]))
+        atomic_write(kcs, "\n".join(" ".join(h.splitlines()) for h in head) + "\n" + text)
+
+
+def summarize(log, root: Path, stored_before: set[str], crashes: list, elapsed: float, stats: dict, args,
+              label: str, release: str, merged: tuple[int, int] | None, interrupted: bool = False) -> list[Path]:
+    """Prints and writes (last-run.json) the run's summary: executions, restarts, and per
+    signature how often it was met, whether it is new (stored this run), stored before
+    or known (baselined: counted, not stored), and where it is. Returns the new ones."""
+    findings = root / "findings"
+    runner_execs, sigs = read_counts(findings)
+    rows: dict[tuple[str, bool], dict] = {}
+    replay_known = findings / ".known-on-replay"
+    for (sig, is_known), c in sigs.items():
+        stem = c["stem"]
+        path = findings / (stem + ".kcs") if stem else None
+        if is_known or (stem and (replay_known / stem).exists()):
+            status, path = "known", None
+        elif stem and stem + ".kcsb" in stored_before:
+            status = "stored before"
+        elif path and path.exists():
+            status = "new"
+        else:
+            status, path = "not stored", None
+        row = rows.setdefault((sig, status == "known"), {"signature": sig, "count": 0, "status": status,
+                                                         "path": path})
+        row["count"] += c["count"]
+    for path, is_new, sig in crashes:
+        row = rows.setdefault((sig, path is None), {"signature": sig, "count": 0, "status": "known", "path": None})
+        row["count"] += 1
+        if path is not None:
+            row["path"] = path.with_suffix(".kcs")
+            if is_new or path.name not in stored_before:
+                row["status"] = "new"
+            elif row["status"] != "new":
+                row["status"] = "stored before"
+    execs = stats.get("execs") or runner_execs
+    rate = execs / elapsed if elapsed > 0 else 0.0
+    new = [r["path"] for r in rows.values() if r["status"] == "new"]
+    known = sum(1 for r in rows.values() if r["status"] == "known")
+    restarts = stats.get("restarts", 0)
+    log(f"kconform fuzz: {'INTERRUPTED after ' if interrupted else ''}{elapsed:.0f} s, {execs} executions, "
+        f"{rate:.0f} execs/s, coverage {stats.get('coverage', '?')}, {restarts} restart(s) after a crash; "
+        + (f"corpus {merged[0]} -> {merged[1]} after merging; " if merged else "")
+        + f"findings: {len(new)} new, {len(rows) - len(new) - known} stored before, {known} known "
+        f"(signatures); stored in {os.path.relpath(findings, Path.cwd())}")
+    order = {"new": 0, "not stored": 1, "stored before": 2, "known": 3}
+    for r in sorted(rows.values(), key=lambda r: (order[r["status"]], -r["count"], r["signature"])):
+        where = f" -> {os.path.relpath(r['path'], Path.cwd())}" if r["path"] else ""
+        log(f"  {r['status']:<13} {r['count']:>8}x  {r['signature']}{where}")
+        if r["status"] == "new" and r["path"]:
+            hint = rerun_hint(r["path"].with_suffix(".kcsb"))
+            if hint:
+                log(f"    re-run: {hint}")
+    if interrupted:
+        log("kconform fuzz: the crash path's inputs (artifacts/, afl/*/crashes) are stored by the next run")
+    summary = {"engine": args.engine, "target": label, "release": release, "seconds": round(elapsed, 1),
+               "interrupted": interrupted, "execs": execs, "execs_per_sec": rate,
+               "runner_execs": runner_execs, "restarts": restarts, "coverage": stats.get("coverage"),
+               "corpus": merged[1] if merged else None,
+               "findings": [{**r, "path": str(r["path"]) if r["path"] else None} for r in rows.values()],
+               "new_findings": [str(p) for p in new], "known_findings": known}
+    atomic_write(root / "last-run.json", json.dumps(summary, indent=2) + "\n")
+    return new

@@ -1,5 +1,12 @@
-"""What a fuzzer found: each crash/timeout input replayed, named by the rule (or
-sanitizer report) it trips and its hash, and stored once as .kcsb/.kcs/.log.
+"""What a fuzzer found. Rule violations never stop the fuzz runner: it records
+them itself (harness/fuzz/fuzz_runner.h FindingStore, under findings/, with
+per-process counts in findings/.counts/; read_counts below). What reaches the
+engine's crash path (a crash of the process, a timeout; or, for a fuzz runner
+started without KCONFORM_FUZZ_FINDINGS, a violation) is handled here: each
+input is replayed, named by its signature (crash_signature: the rule or
+sanitizer report and, for a crash, the frames inside the code under test) and
+stored once per signature as .kcsb/.kcs/.jsonl/.log, as the fuzz runner stores
+its findings; a later input with the same signature is counted, not stored.
 
 What is known is decided once, as `kconform run` decides it (RunReplay): each
 crashing input is replayed through the engine `run` would use for this target
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 import shlex
 import shutil
@@ -26,7 +34,7 @@ from typing import Callable
 
 from kconform.core.errors import ToolError
 from kconform.core.files import atomic_write
-from kconform.core.paths import runner_binary
+from kconform.core.paths import REPO, runner_binary
 from kconform.engine import baseline
 from kconform.engine.runner import Engine
 
@@ -44,6 +52,63 @@ def classify(stderr: str, kind: str) -> str:
                 "LeakSanitizer": "lsan"}[m.group(1)] + "." + re.sub(r"[^A-Za-z0-9_.-]", "_", m.group(2))
     m = re.search(r"KCONFORM-CRASH (\{.*\})", stderr)
     return "signal" if m else kind
+
+
+# A sanitizer's (or libFuzzer's deadly-signal) stack frame: "#3 0x... in func /path/file.c:12:5".
+FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+) (/\S+?):(\d+)", re.M)
+# Frames that are not code under test: ours (the runner, models, oracles, the
+# harness), the engines', the sanitizers' and the C/C++ libraries'.
+_NOT_UNDER_TEST = re.compile(r"/(llvm|compiler-rt|libfuzzer|sanitizer_common|asan|ubsan)[/-]|/usr/(include|lib)/"
+                             r"|/libc\b|glibc|libstdc\+\+|/bits/")
+
+
+def under_test(path: str) -> bool:
+    """Whether a frame's file is code under test: targets/ (the EL2 shims, our RECLAIM2,
+    the faulty wrapper) or a kernel tree's source, not our runner, models or oracles."""
+    if path.startswith(str(REPO) + "/"):
+        return path.startswith(str(REPO / "targets") + "/")
+    return not _NOT_UNDER_TEST.search(path)
+
+
+def crash_signature(stderr: str, kind: str, rule: str, frames: int = 3) -> str:
+    """A crash's signature: its kind, what it is (rule slug) and the first `frames` stack
+    frames inside the code under test ("func file.c:line"); with none there, the first
+    frames of the report. A rule violation's: rules, op kind and target, as the fuzz
+    runner names it (fuzz_runner.h signature)."""
+    m = re.search(r"SUMMARY: kconform: (\S+) violated by op \d+ \((\w+).*?\) on target (.+?): ", stderr)
+    if m:
+        return f"{m.group(1)} {m.group(2)} {m.group(3)}"
+    found = [(fn, path, line) for fn, path, line in FRAME.findall(stderr)]
+    mine = [f for f in found if under_test(f[1])] or found
+    where = "; ".join(f"{fn} {os.path.basename(path)}:{line}" for fn, path, line in mine[:frames])
+    return f"{kind} {rule}" + (f" at {where}" if where else "")
+
+
+def signature_digest(signature: str) -> str:
+    return hashlib.sha1(signature.encode()).hexdigest()[:12]
+
+
+def read_counts(findings: Path) -> tuple[int, dict[tuple[str, bool], dict]]:
+    """What the fuzz runners recorded (findings/.counts/<pid>.tsv, fuzz_runner.h
+    FindingStore): executions, and per (signature, known) {"count", "stem"} (one
+    signature can be met known, in a seed the baseline names, and new, in a
+    mutated input)."""
+    execs, sigs = 0, {}
+    for f in sorted((findings / ".counts").glob("*.tsv")):
+        try:
+            lines = f.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split("\t")
+            if parts[0] == "execs" and len(parts) == 2:
+                execs += int(parts[1])
+            elif len(parts) == 4 and parts[0].isdigit():
+                s = sigs.setdefault((parts[3], parts[1] == "known"), {"count": 0, "stem": None})
+                s["count"] += int(parts[0])
+                if parts[2] != "-":
+                    s["stem"] = parts[2]
+    return execs, sigs
 
 
 @dataclasses.dataclass
@@ -82,22 +147,49 @@ def replay_with_run(replay: RunReplay, path: Path, work: Path, sanitizer: bool) 
 
 def store_finding(binary: Path, data: bytes, kind: str, findings: Path, env: dict,
                   replay: RunReplay | None = None) -> tuple[Path | None, bool]:
-    """Replays one input, names it by rule and hash, stores .kcsb/.kcs/.log. Returns
-    (path, new); (None, False) when run would baseline it (recorded in known.log).
-    Without replay, every input is stored (no run to ask)."""
+    """store_crash without the signature."""
+    path, new, _ = store_crash(binary, data, kind, findings, env, replay)
+    return path, new
+
+
+def store_crash(binary: Path, data: bytes, kind: str, findings: Path, env: dict,
+                replay: RunReplay | None = None) -> tuple[Path | None, bool, str]:
+    """Replays one input from the crash path, names it by its signature
+    (crash_signature) and stores .kcsb/.kcs/.jsonl/.log unless that signature is
+    stored already. Returns (path, new, signature): (stored path, False) for a
+    duplicate; (None, False) when run would baseline it (recorded in known.log).
+    Without replay, every new signature is stored (no run to ask)."""
     findings.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha1(data).hexdigest()[:12]
-    for old in findings.glob(f"*-{digest}.kcsb"):
-        return old, False  # the same input was stored before: never overwritten
+    # An input replayed before (findings/.inputs/<sha1>: its signature) is not replayed again.
+    seen = findings / ".inputs" / digest
+    if seen.exists():
+        sig = seen.read_text().strip()
+        old = next(findings.glob(f"*-{signature_digest(sig)}.kcsb"), None)
+        return old, False, sig
     tmp = findings / f".replay-{digest}"
     tmp.write_bytes(data)
+    # The replay records the violations it meets in a scratch folder (not the
+    # run's findings, not counted): what is left is the crash itself.
+    scratch = findings / f".replay-findings-{digest}"
+    if env.get("KCONFORM_FUZZ_FINDINGS"):
+        env = dict(env, KCONFORM_FUZZ_FINDINGS=str(scratch))
     try:
         r = subprocess.run([str(binary), str(tmp)], capture_output=True, text=True, timeout=120, env=env)
         stderr = r.stderr
     except subprocess.TimeoutExpired as e:
         stderr = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         kind = "timeout"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     rule = classify(stderr, kind)
+    sig = crash_signature(stderr, kind, rule)
+    sig_digest = signature_digest(sig)
+    seen.parent.mkdir(exist_ok=True)
+    atomic_write(seen, sig + "\n")
+    for old in findings.glob(f"*-{sig_digest}.kcsb"):
+        tmp.unlink()
+        return old, False, sig  # this signature is stored: counted, never stored twice
     judged: Replayed | None = None
     if replay is not None and kind == "crash":
         work = findings.parent / "replays" / digest
@@ -110,8 +202,8 @@ def store_finding(binary: Path, data: bytes, kind: str, findings: Path, env: dic
                     log.write(f"KNOWN-ON-REPLAY {f.rule} {f.scenario} op {f.op} ({f.call}) input {digest}: "
                               f"baselined by {f.baselined_by['rule']} {f.baselined_by['release']} "
                               f"{f.baselined_by.get('scenario', '*')}\n")
-            return None, False
-    stem = f"{kind}-{rule}-{digest}"
+            return None, False, sig
+    stem = f"{kind}-{rule}-{sig_digest}"
     path = findings / (stem + ".kcsb")
     tmp.rename(path)
     try:
@@ -121,7 +213,7 @@ def store_finding(binary: Path, data: bytes, kind: str, findings: Path, env: dic
     summary = [line for line in stderr.splitlines() if line.startswith("SUMMARY:")]
     kcs = findings / (stem + ".kcs")
     head = [f"# {kind} found by kconform fuzz: {summary[0] if summary else rule}",
-            f"# replay: {binary} {path}"]
+            f"# signature: {sig}", f"# replay: {binary} {path}"]
     if judged is not None:
         if judged.error:
             head.append(f"# run: could not replay it: {judged.error}")
@@ -135,7 +227,11 @@ def store_finding(binary: Path, data: bytes, kind: str, findings: Path, env: dic
     head.append("# re-run: " + shlex.join(rerun))
     atomic_write(kcs, "\n".join(" ".join(h.splitlines()) for h in head) + "\n" + text)
     atomic_write(findings / (stem + ".log"), "\n".join(stderr.splitlines()[-200:]) + "\n")
-    return path, True
+    # Its verdict records: run's on this input, where run replayed it.
+    verdicts = findings.parent / "replays" / digest / "verdicts.jsonl"
+    if judged is not None and verdicts.exists():
+        shutil.copyfile(verdicts, findings / (stem + ".jsonl"))
+    return path, True, sig
 
 
 def rerun_hint(path: Path) -> str:
@@ -152,10 +248,12 @@ def rerun_hint(path: Path) -> str:
     return ""
 
 
-def collect(binary: Path, root: Path, env: dict,
-            replay: RunReplay | None = None) -> list[tuple[Path | None, bool]]:
+def collect(binary: Path, root: Path, env: dict, replay: RunReplay | None = None,
+            since: float = 0.0) -> list[tuple[Path | None, bool, str]]:
     """Stores what libFuzzer (root/artifacts) and AFL++ (root/afl) left; empties artifacts.
-    With replay, an input run would baseline is recorded in known.log: (None, False)."""
+    Returns (path, new, signature) per input (store_crash). With replay, an input
+    run would baseline is recorded in known.log: (None, False, signature). AFL++'s
+    files older than `since` (epoch seconds) are an earlier run's and left out."""
     out = []
     sources: list[tuple[Path, str]] = []
     art = root / "artifacts"
@@ -168,9 +266,10 @@ def collect(binary: Path, root: Path, env: dict,
     if afl.exists():
         for sub, kind in (("crashes", "crash"), ("hangs", "timeout")):
             for f in sorted(afl.glob(f"*/{sub}/id:*")):
-                sources.append((f, kind))
+                if f.stat().st_mtime >= since:
+                    sources.append((f, kind))
     for f, kind in sources:
-        out.append(store_finding(binary, f.read_bytes(), kind, root / "findings", env, replay))
+        out.append(store_crash(binary, f.read_bytes(), kind, root / "findings", env, replay))
         if f.parent == art:
             f.unlink()
     return out

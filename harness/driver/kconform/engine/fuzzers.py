@@ -62,8 +62,9 @@ def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, m
             if m:
                 progress.stats.update(execs=int(m.group(1)), coverage=f"{m.group(2)} edges/{m.group(3)} features",
                                       execs_per_sec=float(m.group(4)))
-                if m.group(7) is not None:
+                if m.group(7) is not None:  # fork mode: jobs that ended by a crash, timeout or OOM
                     progress.stats["findings"] = int(m.group(5)) + int(m.group(6)) + int(m.group(7))
+                    progress.stats["restarts"] = progress.stats["findings"]
                 progress.show()
         p.wait()
 
@@ -125,7 +126,8 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
             s = afl_stats(out, since=started)
             progress.stats.update(execs=s["execs_done"], execs_per_sec=s["execs_per_sec"],
                                   coverage=f"{s['bitmap_cvg']} of the map",
-                                  findings=s["saved_crashes"] + s["saved_hangs"])
+                                  findings=s["saved_crashes"] + s["saved_hangs"],
+                                  restarts=s["saved_crashes"] + s["saved_hangs"])
             progress.show()
     finally:
         for p, logf in fuzzers:
