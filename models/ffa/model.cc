@@ -23,11 +23,18 @@ class FfaModel final : public Model {
         sp_answer_(std::make_unique<SpmcAnswer>()) {}
 
   void begin(const Scenario&) override {
-    if (mem_.size() == profile_.ram_bytes())
+    if (mem_.size() == profile_.ram_bytes() && world_snap_) {
       zero_bytes(mem_.data(), mem_.size());  // costs the pages the last scenario touched
-    else
+      // The world as reset() left it the first time: the proxy's state, and of
+      // the SPMC only what the last scenario changed (Spmc::restore).
+      world_->proxy = world_snap_->proxy;
+      world_->spmc.restore(world_snap_->spmc);
+    } else {
       mem_.assign(profile_.ram_bytes(), 0);
-    world_->reset(profile_, mem_);
+      world_->reset(profile_, mem_);
+      world_->spmc.mark_clean();
+      world_snap_ = std::make_unique<World>(*world_);
+    }
     handles_.clear();
     last_desc_len_ = 0;
     tx_window_ = 0;
@@ -239,6 +246,7 @@ class FfaModel final : public Model {
   std::unique_ptr<World> world_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<SpmcAnswer> sp_answer_;
+  std::unique_ptr<World> world_snap_;  // the world right after the first reset()
   std::vector<uint64_t> handles_;
   uint64_t last_desc_len_ = 0;
   uint64_t tx_window_ = 0;
