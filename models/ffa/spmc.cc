@@ -188,6 +188,22 @@ void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phy
   dirty_slots_ = (1u << kMaxTransactions) - 1;
 }
 
+std::vector<uint8_t> Spmc::bytes() const {
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t n) {
+    const uint8_t* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+  };
+  put(&cfg_, sizeof cfg_);
+  put(&permissive_, sizeof permissive_);
+  put(&phys_base_, sizeof phys_base_);
+  put(&session_, sizeof session_);
+  put(tx_, sizeof tx_);
+  put(buf_, sizeof buf_);
+  put(resp_, sizeof resp_);
+  return b;
+}
+
 void Spmc::restore(const Spmc& snap) {
   static_assert(std::is_trivially_copyable_v<Transaction> && std::is_trivially_copyable_v<SpmcSession> &&
                 kMaxTransactions <= 32);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/ffa_spec.h"
@@ -161,6 +162,8 @@ class Spmc {
   // changed since: the per-scenario restore of the EL2 target and the model.
   void mark_clean() { dirty_slots_ = 0, buf_hwm_ = 0, resp_hwm_ = 0; }
   void restore(const Spmc& snap);
+  // Every byte of this SPMC's state (tests: restore() is exact).
+  std::vector<uint8_t> bytes() const;
   // Points the model at another copy of the same physical memory.
   void rebind(std::span<uint8_t> phys) { phys_ = phys; }
   // An SMC from the Normal world (the hypervisor / host, endpoint 0).

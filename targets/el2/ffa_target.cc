@@ -243,7 +243,8 @@ std::vector<uint8_t> El2FfaTarget::views() const {
 
 void El2FfaTarget::begin(const Scenario&) {
   el2_restore();
-  spmc_->restore(*spmc_snap_);  // only the slots and buffer bytes the last scenario changed
+  if (!(el2_restore_skip() & kRestoreSpmc))
+    spmc_->restore(*spmc_snap_);  // only the slots and buffer bytes the last scenario changed
   handles_.clear();
   last_desc_len_ = 0;
   tx_window_ = 0;
@@ -252,6 +253,13 @@ void El2FfaTarget::begin(const Scenario&) {
   mismatch_.assign(profile_.host_pages, 0);
   foreign_handles_.clear();
   hyp_reported_ = false;
+}
+
+std::vector<uint8_t> El2FfaTarget::state_bytes() const {
+  std::vector<uint8_t> b = el2_state_bytes();
+  const std::vector<uint8_t> s = spmc_->bytes();
+  b.insert(b.end(), s.begin(), s.end());
+  return b;
 }
 
 uint64_t El2FfaTarget::handle(uint64_t slot) const { return F::slot_handle(handles_, slot); }

@@ -49,6 +49,8 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // For tests: the SPMC (EL3) and the digest of the current state.
   const ::kconform::ffa::Spmc& spmc() const { return *spmc_; }
   uint64_t state_digest() const;
+  // Every byte begin() restores: el2_state_bytes() and the SPMC's (Spmc::bytes).
+  std::vector<uint8_t> state_bytes() const;
 
  private:
   struct Snapshot;

@@ -61,6 +61,7 @@ class PageTracker {
   uint64_t base() const { return base_; }
   uint64_t size() const { return pages_.size() << shift_; }
   const std::vector<Stage2Call>& log() const { return log_; }
+  const std::vector<PageState>& pages() const { return pages_; }
   void ClearLog() { log_.clear(); }
 
   bool operator==(const PageTracker&) const = default;
