@@ -237,7 +237,9 @@ uint64_t El2FfaTarget::state_digest() const {
 std::vector<uint8_t> El2FfaTarget::views() const {
   std::vector<uint8_t> v(profile_.host_pages);
   const PageTracker& t = el2_tracker();
-  for (uint64_t i = 0; i < profile_.host_pages; ++i) v[i] = to_digest_view(t.View(el2_host_page_pa(i)));
+  // Host page i is the tracker's page i (both start at phys_base).
+  const std::vector<PageState>& pages = t.pages();
+  for (uint64_t i = 0; i < profile_.host_pages; ++i) v[i] = to_digest_view(PageTracker::ViewOf(pages[i]));
   return v;
 }
 
