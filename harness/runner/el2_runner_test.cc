@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -431,6 +432,62 @@ TEST_F(El2Ffa, FindingsUnderAnEl3FaultAreRobustness) {
   EXPECT_EQ(cls.count("ffa/el3/reclaim-bogus-other-share-" + sfx()), 0u);
   EXPECT_EQ(cls.count("ffa/el3send/tx-offset-" + sfx()), 0u);
   if (!reclaim2()) EXPECT_EQ(cls["ffa/smoke/reclaim2-features-" + sfx()], "conformance");
+}
+
+// Restore is exact: after each scenario of corpora/ffa (but el3_reclaim.kcs,
+// whose stall and huge-fragment cases hang or crash stock ffa.c in-process)
+// and begin(), every byte the target restores (RAM, ffa.c's statics, the shim,
+// the stage-2 tracker, the SPMC) equals the fresh target's, and every byte of
+// the model's state a fresh model's. Leaving any one piece out of the restore
+// must be caught.
+TEST(El2Restore, ExactAfterEveryScenarioAndEachPieceIsNeeded) {
+  std::vector<LoadedScenario> all;
+  std::string error;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(KC_CORPUS_DIR) + "/ffa"))
+    if (e.path().extension() == ".kcs" && e.path().filename() != "el3_reclaim.kcs") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_TRUE(load_all(files, &all, &error)) << error;
+  struct Case {
+    const char* what;
+    unsigned skip;  // RestorePiece bits
+    bool model;     // leave the model's SPMC out
+  };
+  const Case cases[] = {{"nothing", 0, false},         {"RAM", kRestoreRam, false},
+                        {"tracker", kRestoreTracker, false}, {"ffa.c statics", kRestoreFfaStatics, false},
+                        {"SPMC", kRestoreSpmc, false},   {"model SPMC", 0, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string err;
+    std::unique_ptr<El2FfaTarget> t = open_el2_ffa_target(&err);
+    ASSERT_TRUE(t) << err;
+    std::unique_ptr<Model> m = ::kconform::ffa::make_model(t->profile());
+    std::unique_ptr<Model> fresh_m = ::kconform::ffa::make_model(t->profile());
+    const std::vector<LoadedScenario> mine = runnable(all, t->identity().cap_bits);
+    ASSERT_GT(mine.size(), 100u);
+    fresh_m->begin(mine[0].scenario);
+    const std::vector<uint8_t> fresh_t = t->state_bytes(), fresh_model = ::kconform::ffa::model_state_bytes(*fresh_m);
+    el2_set_restore_skip(c.skip);
+    ::kconform::ffa::set_model_restore_skip_spmc(*m, c.model);
+    size_t differ_t = 0, differ_m = 0;
+    for (const LoadedScenario& ls : mine) {
+      run(*t, *m, t.get(), {ls});
+      t->begin(ls.scenario);  // the restores under test
+      m->begin(ls.scenario);
+      const bool dt = t->state_bytes() != fresh_t, dm = ::kconform::ffa::model_state_bytes(*m) != fresh_model;
+      differ_t += dt;
+      differ_m += dm;
+      if (!c.skip && !c.model) {
+        EXPECT_FALSE(dt) << "target state differs from a fresh target's after " << ls.scenario.name;
+        EXPECT_FALSE(dm) << "model state differs from a fresh model's after " << ls.scenario.name;
+      }
+    }
+    el2_set_restore_skip(0);
+    if (c.skip) EXPECT_GT(differ_t, 0u) << "leaving out " << c.what << " went unnoticed";
+    if (c.model) EXPECT_GT(differ_m, 0u) << "leaving out the model's SPMC went unnoticed";
+    std::printf("restore without %s: %zu of %zu scenarios leave target state differing, %zu model state\n",
+                c.what, differ_t, mine.size(), differ_m);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "models/ffa/model.h"
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
@@ -23,11 +24,19 @@ class FfaModel final : public Model {
         sp_answer_(std::make_unique<SpmcAnswer>()) {}
 
   void begin(const Scenario&) override {
-    if (mem_.size() == profile_.ram_bytes())
+    if (mem_.size() == profile_.ram_bytes() && world_snap_) {
       zero_bytes(mem_.data(), mem_.size());  // costs the pages the last scenario touched
-    else
+      // The world as reset() left it the first time: the proxy's state, and of
+      // the SPMC only what the last scenario changed (Spmc::restore).
+      static_assert(std::is_trivially_copyable_v<ProxyState>);
+      std::memcpy(&world_->proxy, &world_snap_->proxy, sizeof(ProxyState));
+      if (!skip_spmc_restore_) world_->spmc.restore(world_snap_->spmc);
+    } else {
       mem_.assign(profile_.ram_bytes(), 0);
-    world_->reset(profile_, mem_);
+      world_->reset(profile_, mem_);
+      world_->spmc.mark_clean();
+      world_snap_ = std::make_unique<World>(*world_);
+    }
     handles_.clear();
     last_desc_len_ = 0;
     tx_window_ = 0;
@@ -239,6 +248,25 @@ class FfaModel final : public Model {
   std::unique_ptr<World> world_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<SpmcAnswer> sp_answer_;
+  std::unique_ptr<World> world_snap_;  // the world right after the first reset()
+
+ public:
+  bool skip_spmc_restore_ = false;  // tests only
+  std::vector<uint8_t> state_bytes() const {
+    std::vector<uint8_t> b(mem_.begin(), mem_.end());
+    auto put = [&b](const void* p, size_t n) {
+      const uint8_t* c = static_cast<const uint8_t*>(p);
+      b.insert(b.end(), c, c + n);
+    };
+    put(&world_->proxy, sizeof world_->proxy);
+    const std::vector<uint8_t> s = world_->spmc.bytes();
+    b.insert(b.end(), s.begin(), s.end());
+    for (uint64_t h : handles_) put(&h, sizeof h);
+    put(&last_desc_len_, sizeof last_desc_len_);
+    put(&tx_window_, sizeof tx_window_);
+    put(&tx_known_, sizeof tx_known_);
+    return b;
+  }
   std::vector<uint64_t> handles_;
   uint64_t last_desc_len_ = 0;
   uint64_t tx_window_ = 0;
@@ -255,6 +283,11 @@ class FfaModel final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> make_model(const ProxyProfile& profile) { return std::make_unique<FfaModel>(profile); }
+
+std::vector<uint8_t> model_state_bytes(const Model& model) {
+  return static_cast<const FfaModel&>(model).state_bytes();
+}
+void set_model_restore_skip_spmc(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_spmc_restore_ = skip; }
 
 std::string profile_name(const ProxyProfile& p) {
   return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "");

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/ffa/proxy.h"
 #include "models/model.h"
@@ -18,5 +19,12 @@ namespace kconform::ffa {
 
 std::unique_ptr<Model> make_model(const ProxyProfile& profile);
 std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim2"
+
+// For the restore tests (model is make_model's): every byte of the model's
+// state (its RAM, the proxy's state, its SPMC's bytes, the per-scenario
+// fields), and whether begin() leaves the SPMC out of its restore (to show
+// such a test catches it).
+std::vector<uint8_t> model_state_bytes(const Model& model);
+void set_model_restore_skip_spmc(Model& model, bool skip);
 
 }  // namespace kconform::ffa

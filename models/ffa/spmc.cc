@@ -3,6 +3,11 @@
 // handler decides on a const SPMC (into an SpmcAnswer) and apply() makes it so.
 #include "models/ffa/spmc.h"
 
+#include <memory>
+#include <type_traits>
+#include <cstring>
+#include <algorithm>
+
 #include "models/ffa/reclaim2_abi.h"
 
 namespace kconform::ffa {
@@ -180,6 +185,40 @@ void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phy
   session_ = SpmcSession{};
   permissive_ = false;
   for (Transaction& t : tx_) t.live = false;
+  dirty_slots_ = (1u << kMaxTransactions) - 1;
+}
+
+std::vector<uint8_t> Spmc::bytes() const {
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t n) {
+    const uint8_t* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+  };
+  put(&cfg_, sizeof cfg_);
+  put(&permissive_, sizeof permissive_);
+  put(&phys_base_, sizeof phys_base_);
+  put(&session_, sizeof session_);
+  put(tx_, sizeof tx_);
+  put(buf_, sizeof buf_);
+  put(resp_, sizeof resp_);
+  return b;
+}
+
+void Spmc::restore(const Spmc& snap) {
+  static_assert(std::is_trivially_copyable_v<Transaction> && std::is_trivially_copyable_v<SpmcSession> &&
+                kMaxTransactions <= 32);
+  cfg_ = snap.cfg_;
+  permissive_ = snap.permissive_;
+  phys_ = snap.phys_;
+  phys_base_ = snap.phys_base_;
+  std::memcpy(&session_, &snap.session_, sizeof session_);
+  for (uint32_t i = 0; i < kMaxTransactions; ++i)
+    if (dirty_slots_ >> i & 1) std::memcpy(&tx_[i], &snap.tx_[i], sizeof(Transaction));
+  std::memcpy(buf_, snap.buf_, buf_hwm_);
+  std::memcpy(resp_, snap.resp_, resp_hwm_);
+  dirty_slots_ = snap.dirty_slots_;
+  buf_hwm_ = snap.buf_hwm_;
+  resp_hwm_ = snap.resp_hwm_;
 }
 
 uint8_t* Spmc::phys_mut(uint64_t pa, uint64_t len) {
@@ -354,11 +393,26 @@ uint32_t Spmc::build_response(const Transaction& t, Layout l, bool bogus, uint64
 
 // --- answer and apply ---------------------------------------------------------------
 
-void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) {
-  Hits scratch;
+namespace {
+// One answer and one Hits per thread, made once: an SpmcAnswer holds a whole
+// Transaction (tens of KiB), too much to build per SMC (answer() resets
+// what it reads; ans.tx is written whenever ans.slot is set).
+struct Scratch {
   SpmcAnswer ans;
+  Hits hits;
+};
+Scratch& scratch() {
+  thread_local std::unique_ptr<Scratch> s = std::make_unique<Scratch>();
+  return *s;
+}
+}  // namespace
+
+void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) {
+  Scratch& sc = scratch();
+  sc.hits.clear();
+  SpmcAnswer& ans = sc.ans;
   const std::span<const uint8_t> tx = tx_window();
-  answer(in, tx, session_, ans, hits ? *hits : scratch);
+  answer(in, tx, session_, ans, hits ? *hits : sc.hits);
   apply(ans, tx);
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
 }
@@ -411,9 +465,15 @@ void Spmc::lie(Reply& r) const {
 
 void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
   for (uint32_t i = 0; i < ans.send_len && i < tx.size(); ++i) buf_[ans.send_from + i] = tx[i];
-  if (ans.respond >= 0)
-    build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address, {resp_, kMaxDescBytes},
-                   ans.lie, ans.lie_value);
+  if (ans.send_len && tx.size())
+    buf_hwm_ = std::max(buf_hwm_, std::min<uint32_t>(kMaxDescBytes, ans.send_from + std::min<uint32_t>(
+                                                                          ans.send_len, static_cast<uint32_t>(tx.size()))));
+  if (ans.respond >= 0) {
+    const uint32_t len = build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address,
+                                        {resp_, kMaxDescBytes}, ans.lie, ans.lie_value);
+    // A lie may write a field past the response's length.
+    resp_hwm_ = std::max(resp_hwm_, ans.lie != Fault::kNone ? kMaxDescBytes : std::min(len, kMaxDescBytes));
+  }
   if (ans.rx_chunk)
     if (uint8_t* rx = phys_mut(ans.after.rx_pa, ans.rx_len))
       for (uint32_t i = 0; i < ans.rx_len; ++i) rx[i] = resp_[ans.rx_from + i];
@@ -444,7 +504,8 @@ void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
             for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
         }
     }
-    tx_[ans.slot] = ans.tx;
+    std::memcpy(&tx_[ans.slot], &ans.tx, sizeof(Transaction));
+    dirty_slots_ |= 1u << ans.slot;
   }
   session_ = ans.after;
 }
@@ -997,14 +1058,14 @@ void Spmc::answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& an
 }
 
 void Spmc::sp_retrieve(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits*) {
-  SpmcAnswer ans;
+  SpmcAnswer& ans = scratch().ans;
   answer_sp(true, handle, sp, ans);
   apply(ans, {});
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
 }
 
 void Spmc::sp_relinquish(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits*) {
-  SpmcAnswer ans;
+  SpmcAnswer& ans = scratch().ans;
   answer_sp(false, handle, sp, ans);
   apply(ans, {});
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];

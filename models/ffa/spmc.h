@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/ffa_spec.h"
@@ -156,6 +157,13 @@ class Spmc {
   // phys: the physical memory the SPMC reads descriptors from and writes RX
   // into, starting at phys_base.
   void reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phys_base);
+  // Makes this SPMC byte for byte the snap it was copied from (snap = *this,
+  // then mark_clean() on this), copying only the slots and buffer bytes
+  // changed since: the per-scenario restore of the EL2 target and the model.
+  void mark_clean() { dirty_slots_ = 0, buf_hwm_ = 0, resp_hwm_ = 0; }
+  void restore(const Spmc& snap);
+  // Every byte of this SPMC's state (tests: restore() is exact).
+  std::vector<uint8_t> bytes() const;
   // Points the model at another copy of the same physical memory.
   void rebind(std::span<uint8_t> phys) { phys_ = phys; }
   // An SMC from the Normal world (the hypervisor / host, endpoint 0).
@@ -253,6 +261,10 @@ class Spmc {
   Transaction tx_[kMaxTransactions];
   uint8_t buf_[kMaxDescBytes] = {};   // reassembly of the fragmented send in flight
   uint8_t resp_[kMaxDescBytes] = {};  // the retrieve response in flight
+  // What changed since mark_clean(): slots (bit i: tx_[i]), buf_[0, buf_hwm_), resp_[0, resp_hwm_).
+  uint32_t dirty_slots_ = 0;
+  uint32_t buf_hwm_ = 0;
+  uint32_t resp_hwm_ = 0;
 };
 
 // Result frames (x0..x17), shared with the proxy model.

@@ -177,16 +177,49 @@ void el2_snapshot() {
   t.snap.zero_prefix = z;
 }
 
+unsigned restore_skip = 0;  // tests only (el2_set_restore_skip)
+
 void el2_restore() {
   Target& t = T();
-  kc_el2_ffa_state_load(t.snap.ffa_state.data());
-  kc_el2_shim = t.snap.shim;
-  t.m = t.snap.m;
+  if (!(restore_skip & kRestoreFfaStatics)) {
+    kc_el2_ffa_state_load(t.snap.ffa_state.data());
+    kc_el2_shim = t.snap.shim;
+  }
+  if (!(restore_skip & kRestoreTracker)) t.m = t.snap.m;
   // The zero part (most of the host RAM) costs only the pages touched since.
   const size_t z = t.snap.zero_prefix;
-  zero_bytes(t.mem.get(), z);
-  std::memcpy(t.mem.get() + z, t.snap.memory.data() + z, t.mem_size - z);
+  if (!(restore_skip & kRestoreRam)) {
+    zero_bytes(t.mem.get(), z);
+    std::memcpy(t.mem.get() + z, t.snap.memory.data() + z, t.mem_size - z);
+  }
   t.last = CallStatus::kOk;
+}
+
+void el2_set_restore_skip(unsigned mask) { restore_skip = mask; }
+unsigned el2_restore_skip() { return restore_skip; }
+
+std::vector<uint8_t> el2_state_bytes() {
+  Target& t = T();
+  std::vector<uint8_t> b(t.mem.get(), t.mem.get() + t.mem_size);
+  auto put = [&b](const void* p, size_t n) {
+    const uint8_t* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+  };
+  const std::vector<uint8_t> s = el2_ffa_state();
+  put(s.data(), s.size());
+  put(&kc_el2_shim, sizeof kc_el2_shim);
+  const PageTracker& tr = t.m->tracker;
+  put(tr.pages().data(), tr.pages().size() * sizeof(PageState));
+  for (const Stage2Call& c : tr.log()) {
+    put(&c.kind, sizeof c.kind);
+    put(&c.a, sizeof c.a);
+    put(&c.b, sizeof c.b);
+    put(&c.ret, sizeof c.ret);
+  }
+  const uint64_t n_log = tr.log().size(), n_warn = t.m->warnings.size();
+  put(&n_log, sizeof n_log);
+  put(&n_warn, sizeof n_warn);
+  return b;
 }
 
 size_t el2_snapshot_bytes() { return kc_el2_ffa_state_size(); }

@@ -87,4 +87,12 @@ uint64_t el2_hyp_tx_pa();                    // the hyp's own mailboxes
 uint64_t el2_hyp_rx_pa();
 PageTracker& el2_tracker();
 
+// For the restore tests: every byte el2_restore() restores (physical memory,
+// ffa.c's statics, the shim state, the page tracker's pages and log), and
+// pieces it is told to leave out, to show such a test catches each.
+enum RestorePiece : unsigned { kRestoreRam = 1, kRestoreTracker = 2, kRestoreFfaStatics = 4, kRestoreSpmc = 8 };
+std::vector<uint8_t> el2_state_bytes();
+void el2_set_restore_skip(unsigned mask);
+unsigned el2_restore_skip();
+
 }  // namespace kconform::el2

@@ -174,6 +174,7 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
     return;
   }
   profile_.version = init_version_;
+  spmc_->mark_clean();
   *spmc_snap_ = *spmc_;
 
   identity_.target = "el2";
@@ -236,13 +237,16 @@ uint64_t El2FfaTarget::state_digest() const {
 std::vector<uint8_t> El2FfaTarget::views() const {
   std::vector<uint8_t> v(profile_.host_pages);
   const PageTracker& t = el2_tracker();
-  for (uint64_t i = 0; i < profile_.host_pages; ++i) v[i] = to_digest_view(t.View(el2_host_page_pa(i)));
+  // Host page i is the tracker's page i (both start at phys_base).
+  const std::vector<PageState>& pages = t.pages();
+  for (uint64_t i = 0; i < profile_.host_pages; ++i) v[i] = to_digest_view(PageTracker::ViewOf(pages[i]));
   return v;
 }
 
 void El2FfaTarget::begin(const Scenario&) {
   el2_restore();
-  *spmc_ = *spmc_snap_;
+  if (!(el2_restore_skip() & kRestoreSpmc))
+    spmc_->restore(*spmc_snap_);  // only the slots and buffer bytes the last scenario changed
   handles_.clear();
   last_desc_len_ = 0;
   tx_window_ = 0;
@@ -251,6 +255,13 @@ void El2FfaTarget::begin(const Scenario&) {
   mismatch_.assign(profile_.host_pages, 0);
   foreign_handles_.clear();
   hyp_reported_ = false;
+}
+
+std::vector<uint8_t> El2FfaTarget::state_bytes() const {
+  std::vector<uint8_t> b = el2_state_bytes();
+  const std::vector<uint8_t> s = spmc_->bytes();
+  b.insert(b.end(), s.begin(), s.end());
+  return b;
 }
 
 uint64_t El2FfaTarget::handle(uint64_t slot) const { return F::slot_handle(handles_, slot); }
@@ -386,10 +397,35 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, const std::vec
   for (uint32_t t = 0; t < kMaxTransactions; ++t)
     in_flight |= spmc_->slot(t).live && !spmc_->slot(t).complete;
   std::string stale, early;
+  // Which host pages a live complete transaction holds (a 4K page of it not
+  // yet reclaimed): Spmc::page_held for every page, in one pass over the table.
+  held_.assign(post.size(), 0);
+  if (seen_.size() != post.size() * (ps / kFfaPage)) seen_.assign(post.size() * (ps / kFfaPage), 0);
+  for (uint32_t t = 0; t < kMaxTransactions; ++t) {
+    const Transaction& tx = spmc_->slot(t);
+    if (!tx.live || !tx.complete) continue;
+    // As Transaction::page_index: the first constituent naming a 4K page decides
+    // (constituents may overlap under a permissive EL3).
+    for (int pass = 0; pass < 2; ++pass) {
+      uint32_t idx = 0;
+      for (uint32_t r = 0; r < tx.n_ranges; ++r)
+        for (uint32_t p = 0; p < tx.ranges[r].pages; ++p, ++idx) {
+          const uint64_t q = tx.ranges[r].address + uint64_t{p} * kFfaPage;
+          if (q < base || (q - base) / ps >= post.size()) continue;
+          const uint64_t q4 = (q - base) / kFfaPage;
+          if (pass == 1) {
+            seen_[q4] = 0;
+            continue;
+          }
+          if (seen_[q4]) continue;
+          seen_[q4] = 1;
+          if (!tx.page_reclaimed(idx)) held_[(q - base) / ps] = 1;
+        }
+    }
+  }
   for (uint64_t k = 0; k < post.size(); ++k) {
     const uint64_t pa = base + k * ps;
-    bool held = false;
-    for (uint64_t q = pa; q < pa + ps && !held; q += kFfaPage) held = spmc_->page_held(q);
+    const bool held = held_[k];
     const bool shared = post[k] == kShared;
     uint8_t m = 0;
     if (shared && !held && !in_flight) m = 1;

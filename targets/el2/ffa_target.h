@@ -49,6 +49,8 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // For tests: the SPMC (EL3) and the digest of the current state.
   const ::kconform::ffa::Spmc& spmc() const { return *spmc_; }
   uint64_t state_digest() const;
+  // Every byte begin() restores: el2_state_bytes() and the SPMC's (Spmc::bytes).
+  std::vector<uint8_t> state_bytes() const;
 
  private:
   struct Snapshot;
@@ -79,6 +81,8 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // Pages mismatched between stage-2 and EL3 after the previous op: an
   // invariant is reported by the op that breaks it, not by every later op.
   std::vector<uint8_t> mismatch_;
+  std::vector<uint8_t> held_;  // check_invariants' scratch: host pages EL3 holds
+  std::vector<uint8_t> seen_;  // and 4K pages already decided (all zero between calls)
   std::vector<uint64_t> foreign_handles_;  // transactions reported holding non-host memory
   bool hyp_reported_ = false;
 };

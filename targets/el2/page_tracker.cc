@@ -162,9 +162,7 @@ const PageState* PageTracker::Page(uint64_t phys) const {
 PageView PageTracker::View(uint64_t phys) const {
   const PageState* s = Page(phys);
   if (!s) return PageView::kNotMemory;
-  if (s->host == HostState::kNoPage) return PageView::kHypOwned;
-  if (s->host == HostState::kOwned) return PageView::kHostOwned;
-  return s->hyp == HypState::kSharedBorrowed ? PageView::kSharedWithHyp : PageView::kSharedWithFfa;
+  return ViewOf(*s);
 }
 
 }  // namespace kconform::el2

@@ -57,10 +57,16 @@ class PageTracker {
   int Unpin(uint64_t phys_from, uint64_t phys_to);  // non-zero: unbalanced (BUG_ON)
 
   PageView View(uint64_t phys) const;
+  static PageView ViewOf(const PageState& s) {
+    if (s.host == HostState::kNoPage) return PageView::kHypOwned;
+    if (s.host == HostState::kOwned) return PageView::kHostOwned;
+    return s.hyp == HypState::kSharedBorrowed ? PageView::kSharedWithHyp : PageView::kSharedWithFfa;
+  }
   const PageState* Page(uint64_t phys) const;  // nullptr outside memory
   uint64_t base() const { return base_; }
   uint64_t size() const { return pages_.size() << shift_; }
   const std::vector<Stage2Call>& log() const { return log_; }
+  const std::vector<PageState>& pages() const { return pages_; }
   void ClearLog() { log_.clear(); }
 
   bool operator==(const PageTracker&) const = default;

@@ -90,7 +90,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
                         [REPO / "corpora" / "ffa"])
             rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
                              f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
-                             f"{m['ops_per_s']:.0f} ops/s), model+ffa.c+judge, {reps} repetitions"))
+                             f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
+                             f"crash the in-process ffa.c), model+ffa.c+judge, {reps} repetitions"))
         except ToolError as e:
             rows.append(_row(name, None, "scenario executions/s/core", "", f"EL2 target unavailable: {str(e)[:200]}"))
     if "gmem" in sel:
