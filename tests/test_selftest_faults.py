@@ -144,9 +144,13 @@ def test_a_fault_that_never_fires_is_reported_as_never_fired(tmp_path):
     assert r.returncode == EXIT_TOOL_ERROR, r.stderr
     assert j["outcome"] == faults.NEVER_FIRED and j["fired"] == 0
     assert "NEVER FIRED" in r.stdout and "exit 2 (never fired" in r.stdout
-    (raw,) = [p for p in (tmp_path / "run").rglob("verdicts-el2-*.jsonl") if "clean" not in p.name]
-    summary = json.loads(raw.read_text().splitlines()[-1])
-    assert summary["fault"] == {"spec": "fail:version:999", "fired": 0, "scenarios": 0}
+    # The faulted run's files: a crash or hang of stock ffa.c (el3_reclaim.kcs) ends a
+    # runner process, and the run resumes in verdicts-*.from-N.jsonl beside the first;
+    # each process that finished ends its file with a summary.
+    raws = [p for p in (tmp_path / "run").rglob("verdicts-el2-*.jsonl") if "clean" not in p.name]
+    summaries = [json.loads(p.read_text().splitlines()[-1]) for p in raws]
+    summaries = [x["fault"] for x in summaries if "fault" in x]
+    assert summaries and all(x == {"spec": "fail:version:999", "fired": 0, "scenarios": 0} for x in summaries)
 
     r = kconform("selftest", "faults", "--target", "el2", "--only", "fail:version:999", "--format", "json",
                  "--report-dir", str(tmp_path / "selftest"))
