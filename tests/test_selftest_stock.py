@@ -123,3 +123,18 @@ def test_a_crash_or_hang_is_a_finding_and_the_run_resumes(tmp_path, monkeypatch)
     assert new.verdict == "violation" and new.rules == ["FFA.Y"] and new.first == "s1 op 0 (FFA.Y)"
     hang = stock.run_suite(fake, ["f.kcs"], 4096, {("s1", 0, "FFA.Y")})
     assert hang.verdict == "CRASH" and hang.rules == ["CRASH.HANG"]
+
+
+def test_record_kill_takes_the_first_dead_run_and_counts_the_runs_before_it():
+    from types import SimpleNamespace as R
+    from kconform.selftest.mutants import MutantResult, record_kill
+    runs = [R(verdict="clean", page_size=4096, first="", seconds=2.0, seconds_to_kill=None, rules=[]),
+            R(verdict="violation", page_size=16384, first="s op 3", seconds=5.0, seconds_to_kill=1.5,
+              rules=["FFA.A", "FFA.B"])]
+    m = MutantResult("01-x")
+    record_kill(m, runs)
+    assert (m.status, m.kind, m.first, m.time_to_kill, m.rules) == \
+        ("killed", "violation", "16K s op 3", 3.5, ["FFA.A", "FFA.B"])
+    survivor = MutantResult("02-y")
+    record_kill(survivor, runs[:1])
+    assert survivor.status == "survived" and survivor.time_to_kill is None

@@ -46,6 +46,24 @@ class MutantResult:
     runs: list[dict] = field(default_factory=list)
 
 
+def record_kill(m: MutantResult, runs) -> None:
+    """Marks m killed by the first of its page-size runs (in order: 4K, then 16K) that is
+    not clean: its kind, first finding and time to kill (a kill at 16K counts the 4K run
+    before it), and every rule any dead run broke."""
+    dead = [s for s in runs if s.verdict != "clean"]
+    if not dead:
+        return
+    m.status = "killed"
+    first = dead[0]
+    m.kind, m.first = first.verdict, f"{first.page_size // 1024}K {first.first}"
+    before = sum(s.seconds for s in runs if s.page_size < first.page_size)
+    m.time_to_kill = round(before + (first.seconds_to_kill or 0), 3)
+    for s in dead:
+        for x in s.rules:
+            if x not in m.rules:
+                m.rules.append(x)
+
+
 def mutant_patches(folder: Path, only: list[str] | None, flag: str = "--only") -> list[Path]:
     """NN-name.patch files of folder, or those `only` names (numbers or names; flag names
     the option they came from in the error)."""

@@ -25,7 +25,7 @@ from kconform.core.errors import ToolError
 from kconform.core.paths import CORPORA, REPO
 from kconform.engine.runner import CRASH_RULES, EXIT_HANG, EXIT_SANITIZER, crash_marker
 from kconform.engine.verdicts import Collector, parse_line
-from kconform.selftest.mutants import MutantResult, mutant_patches
+from kconform.selftest.mutants import MutantResult, mutant_patches, record_kill
 from kconform.sources import patches, tree_fetch
 from kconform.sources.trees import DEFAULT_TREE
 from kconform.targets import el2
@@ -160,16 +160,5 @@ def _one_mutant(patch: Path, base: Path, files: list[str], out: Path, log) -> Mu
         m.status, m.error = "error", str(e).splitlines()[0]
         return m
     m.runs = [asdict(s) for s in runs]
-    dead = [s for s in runs if s.verdict != "clean"]
-    if dead:
-        m.status = "killed"
-        first = dead[0]  # runs are in order: 4K, then 16K
-        m.kind, m.first = first.verdict, f"{first.page_size // 1024}K {first.first}"
-        # time to kill: the runs go 4K then 16K; a kill at 16K counts the 4K run before it
-        before = sum(s.seconds for s in runs if s.page_size < first.page_size)
-        m.time_to_kill = round(before + (first.seconds_to_kill or 0), 3)
-        for s in dead:
-            for x in s.rules:
-                if x not in m.rules:
-                    m.rules.append(x)
+    record_kill(m, runs)
     return m
