@@ -13,6 +13,10 @@
 
 // Present only when a sanitizer runtime is linked (ASan, UBSan).
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+// Present in a build with clang's source-based coverage (`kconform coverage`):
+// a process that crashes, hangs or dies of a sanitizer report still writes the
+// counters it has, so the code it ran up to there is counted.
+extern "C" int __llvm_profile_write_file(void) __attribute__((weak));
 
 namespace kconform {
 namespace {
@@ -71,8 +75,13 @@ void write_marker(const char* kind, int sig) {
   write_str("}\n");
 }
 
+void write_coverage() {
+  if (__llvm_profile_write_file) __llvm_profile_write_file();
+}
+
 void on_sanitizer_death() {
   write_marker("sanitizer", 0);
+  write_coverage();
   _exit(kExitCrash);
 }
 
@@ -95,6 +104,7 @@ void watchdog_loop(std::chrono::duration<double> limit) {
     }
     if (now - since >= limit) {
       write_marker("hang", 0);
+      write_coverage();
       _exit(kExitHang);
     }
   }
@@ -102,6 +112,7 @@ void watchdog_loop(std::chrono::duration<double> limit) {
 
 void on_signal(int sig) {
   write_marker("signal", sig);
+  write_coverage();
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }

@@ -452,10 +452,12 @@ TEST(El2Restore, ExactAfterEveryScenarioAndEachPieceIsNeeded) {
     const char* what;
     unsigned skip;  // RestorePiece bits
     bool model;     // leave the model's SPMC out
+    bool model_ram = false;  // leave the model's RAM (its dirty pages) out
   };
   const Case cases[] = {{"nothing", 0, false},         {"RAM", kRestoreRam, false},
                         {"tracker", kRestoreTracker, false}, {"ffa.c statics", kRestoreFfaStatics, false},
-                        {"SPMC", kRestoreSpmc, false},   {"model SPMC", 0, true}};
+                        {"SPMC", kRestoreSpmc, false},   {"model SPMC", 0, true},
+                        {"model RAM", 0, false, true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     std::string err;
@@ -469,6 +471,7 @@ TEST(El2Restore, ExactAfterEveryScenarioAndEachPieceIsNeeded) {
     const std::vector<uint8_t> fresh_t = t->state_bytes(), fresh_model = ::kconform::ffa::model_state_bytes(*fresh_m);
     el2_set_restore_skip(c.skip);
     ::kconform::ffa::set_model_restore_skip_spmc(*m, c.model);
+    ::kconform::ffa::set_model_restore_skip_ram(*m, c.model_ram);
     size_t differ_t = 0, differ_m = 0;
     for (const LoadedScenario& ls : mine) {
       run(*t, *m, t.get(), {ls});
@@ -477,7 +480,7 @@ TEST(El2Restore, ExactAfterEveryScenarioAndEachPieceIsNeeded) {
       const bool dt = t->state_bytes() != fresh_t, dm = ::kconform::ffa::model_state_bytes(*m) != fresh_model;
       differ_t += dt;
       differ_m += dm;
-      if (!c.skip && !c.model) {
+      if (!c.skip && !c.model && !c.model_ram) {
         EXPECT_FALSE(dt) << "target state differs from a fresh target's after " << ls.scenario.name;
         EXPECT_FALSE(dm) << "model state differs from a fresh model's after " << ls.scenario.name;
       }
@@ -485,6 +488,7 @@ TEST(El2Restore, ExactAfterEveryScenarioAndEachPieceIsNeeded) {
     el2_set_restore_skip(0);
     if (c.skip) EXPECT_GT(differ_t, 0u) << "leaving out " << c.what << " went unnoticed";
     if (c.model) EXPECT_GT(differ_m, 0u) << "leaving out the model's SPMC went unnoticed";
+    if (c.model_ram) EXPECT_GT(differ_m, 0u) << "leaving out the model's RAM went unnoticed";
     std::printf("restore without %s: %zu of %zu scenarios leave target state differing, %zu model state\n",
                 c.what, differ_t, mine.size(), differ_m);
   }

@@ -2,6 +2,9 @@
 // and semantic checks, and the builder (SPEC.md DESC:*).
 #include "models/ffa/desc.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace kconform::ffa {
 
 namespace {
@@ -297,12 +300,20 @@ DescError check_ranges(std::span<const uint8_t> buf, const MemRegion& r, uint32_
     out[i] = c;
   }
   if (sum != r.total_pages) return DescError::kTotalPages;
+  // Two constituents overlap (ai < ej && aj < ei for some i != j): every one
+  // is non-empty and does not wrap (constituent_error), so sorted by start,
+  // some start lies below the furthest end before it. O(n log n), in a
+  // per-thread scratch (no allocation).
+  if (r.range_count > kMaxRanges) return DescError::kRangeCount;
+  thread_local std::pair<uint64_t, uint64_t> by_start[kMaxRanges];
   for (uint32_t i = 0; i < r.range_count; ++i)
-    for (uint32_t j = 0; j < i; ++j) {
-      const uint64_t ai = out[i].address, ei = ai + static_cast<uint64_t>(out[i].pages) * kFfaPage;
-      const uint64_t aj = out[j].address, ej = aj + static_cast<uint64_t>(out[j].pages) * kFfaPage;
-      if (ai < ej && aj < ei) return DescError::kOverlap;
-    }
+    by_start[i] = {out[i].address, out[i].address + static_cast<uint64_t>(out[i].pages) * kFfaPage};
+  std::sort(by_start, by_start + r.range_count);
+  uint64_t end = 0;
+  for (uint32_t i = 0; i < r.range_count; ++i) {
+    if (i > 0 && by_start[i].first < end) return DescError::kOverlap;
+    end = std::max(end, by_start[i].second);
+  }
   (void)total_len;
   return DescError::kOk;
 }

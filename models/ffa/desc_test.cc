@@ -258,5 +258,58 @@ TEST(FfaDesc, LenientReadsEpCountZeroAndEpOffsetInHeader) {
   EXPECT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r, true, true), DescError::kEpCount);
 }
 
+// Regression (a SEGV the fuzzer found in build_region, issue 14): an
+// overridden endpoint size wraps the geometry, so the second receiver's entry
+// lands 2^63 bytes past the region; it is left out, and nothing is written
+// outside the region (the guard bytes after it stay as they were).
+TEST(FfaDesc, AWrappedEndpointEntryIsNotWrittenOutsideTheRegion) {
+  DescSpec s = spec(Layout::kV11, nullptr, 0);
+  s.n_receivers = 2;
+  s.receivers[1] = {0x8002, kPermDataRw, 0, 0, 0};
+  s.ep_mem_size = 1ull << 63;
+  const uint64_t size = region_size(s);
+  ASSERT_EQ(size, 64u);  // header, one 16-byte entry before the wrapped composite, composite
+  std::vector<uint8_t> b(size + 64, 0xa5);
+  EXPECT_EQ(build_region(s, std::span<uint8_t>(b.data(), size)), size);
+  for (uint64_t i = size; i < b.size(); ++i) ASSERT_EQ(b[i], 0xa5) << "byte " << i << " past the region";
+}
+
+// check_ranges finds overlap by sorting; it must answer as the pairwise test
+// (ai < ej && aj < ei for some i != j) on random small sets of constituents:
+// touching, nested, equal, disjoint, in any order.
+TEST(FfaDesc, OverlapBySortingIsThePairwiseTest) {
+  uint64_t seed = 12345;
+  auto next = [&seed]() {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return seed >> 33;
+  };
+  int overlapping = 0, disjoint = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const uint32_t n = 1 + next() % 6;
+    Constituent rs[6];
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      rs[i] = Constituent{0x80000000 + (next() % 24) * kFfaPage, static_cast<uint32_t>(1 + next() % 4), 0};
+      total += rs[i].pages;
+    }
+    bool pairwise = false;
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < i; ++j) {
+        const uint64_t ai = rs[i].address, ei = ai + uint64_t{rs[i].pages} * kFfaPage;
+        const uint64_t aj = rs[j].address, ej = aj + uint64_t{rs[j].pages} * kFfaPage;
+        pairwise |= ai < ej && aj < ei;
+      }
+    DescSpec sp = spec(Layout::kV11, rs, n);
+    (void)total;
+    const std::vector<uint8_t> b = build(sp);
+    const DescError e = check(b, Layout::kV11);
+    ASSERT_EQ(e == DescError::kOverlap, pairwise) << "round " << round;
+    if (!pairwise) ASSERT_EQ(e, DescError::kOk) << "round " << round;
+    (pairwise ? overlapping : disjoint)++;
+  }
+  EXPECT_GT(overlapping, 100);
+  EXPECT_GT(disjoint, 100);
+}
+
 }  // namespace
 }  // namespace kconform::ffa

@@ -10,7 +10,7 @@ uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc) {
 uint64_t state_digest(std::span<const uint8_t> host_views, const Spmc& spmc, TableOverlay o) {
   Fnv1a h;
   h.u32(static_cast<uint32_t>(host_views.size()));
-  for (uint8_t v : host_views) h.u8(v);
+  h.bytes(host_views.data(), host_views.size());
   spmc.digest(h, o);
   return h.h;
 }

@@ -4,12 +4,13 @@
 // produced (SPEC.md HARNESS:*).
 #include "models/ffa/model.h"
 
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
-#include "models/common/zero.h"
+#include "models/common/dirty_pages.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/plan.h"
 #include "models/ffa/scenario_ops.h"
@@ -25,15 +26,31 @@ class FfaModel final : public Model {
 
   void begin(const Scenario&) override {
     if (mem_.size() == profile_.ram_bytes() && world_snap_) {
-      zero_bytes(mem_.data(), mem_.size());  // costs the pages the last scenario touched
+      if (!skip_ram_restore_)
+        mem_dirty_.zero_marked();  // the pages the last scenario wrote (World::at, Spmc::phys_mut, host_fill, tx_*)
       // The world as reset() left it the first time: the proxy's state, and of
       // the SPMC only what the last scenario changed (Spmc::restore).
+      // Of the proxy's state: the host pages' views (apply_effect writes no
+      // other), the fields between, and the fragment constituents as far as
+      // any fragmented send of the last scenarios reached (frag_high_).
       static_assert(std::is_trivially_copyable_v<ProxyState>);
-      std::memcpy(&world_->proxy, &world_snap_->proxy, sizeof(ProxyState));
+      static_assert(offsetof(ProxyState, view) == 0 &&
+                    offsetof(ProxyState, frag_ranges) + sizeof(ProxyState::frag_ranges) == sizeof(ProxyState));
+      ProxyState& d = world_->proxy;
+      const ProxyState& from = world_snap_->proxy;
+      std::memcpy(d.view, from.view, profile_.host_pages);
+      auto* db = reinterpret_cast<uint8_t*>(&d);
+      const auto* fb = reinterpret_cast<const uint8_t*>(&from);
+      std::memcpy(db + sizeof d.view, fb + sizeof d.view, offsetof(ProxyState, frag_ranges) - sizeof d.view);
+      std::memcpy(d.frag_ranges, from.frag_ranges, frag_high_ * sizeof(Constituent));
+      frag_high_ = 0;
       if (!skip_spmc_restore_) world_->spmc.restore(world_snap_->spmc);
     } else {
       mem_.assign(profile_.ram_bytes(), 0);
+      mem_dirty_.bind(mem_.data(), mem_.size());
       world_->reset(profile_, mem_);
+      world_->dirty = &mem_dirty_;
+      world_->spmc.set_dirty(&mem_dirty_);
       world_->spmc.mark_clean();
       world_snap_ = std::make_unique<World>(*world_);
     }
@@ -172,7 +189,11 @@ class FfaModel final : public Model {
         return;
       case kOpHostFill: {
         const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
-        if (len) std::memset(mem_.data() + (op.args[0] - profile_.phys_base), static_cast<uint8_t>(op.args[2]), len);
+        if (len) {
+          uint8_t* m = mem_.data() + (op.args[0] - profile_.phys_base);
+          std::memset(m, static_cast<uint8_t>(op.args[2]), len);
+          mem_dirty_.mark(m, len);
+        }
         return;
       }
       case kOpHostCount:
@@ -204,6 +225,8 @@ class FfaModel final : public Model {
     for (size_t k = 0; k < allowed_.size(); ++k)
       if (allowed_[k].admits(observed)) {
         if (effects_[k] != kUnchanged) apply_effect(*world_, *plan_, static_cast<uint32_t>(effects_[k]));
+        // apply_effect writes frag_ranges below frag.n only.
+        if (world_->proxy.frag.n > frag_high_) frag_high_ = world_->proxy.frag.n;
         break;
       }
     planned_ = {};
@@ -241,17 +264,21 @@ class FfaModel final : public Model {
     if (len == 0) return;  // nothing lands: do not form a pointer out of bounds
     uint8_t* dst = mem_.data() + (tx_window_ - profile_.phys_base) + w.offset;
     for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
+    mem_dirty_.mark(dst, len);
   }
 
   ProxyProfile profile_;
   std::vector<uint8_t> mem_;
+  DirtyPages mem_dirty_;  // pages of mem_ written since begin() (all zero then)
   std::unique_ptr<World> world_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<SpmcAnswer> sp_answer_;
   std::unique_ptr<World> world_snap_;  // the world right after the first reset()
+  uint32_t frag_high_ = 0;             // proxy.frag.n's highest since the last begin()
 
  public:
   bool skip_spmc_restore_ = false;  // tests only
+  bool skip_ram_restore_ = false;   // tests only
   std::vector<uint8_t> state_bytes() const {
     std::vector<uint8_t> b(mem_.begin(), mem_.end());
     auto put = [&b](const void* p, size_t n) {
@@ -288,6 +315,7 @@ std::vector<uint8_t> model_state_bytes(const Model& model) {
   return static_cast<const FfaModel&>(model).state_bytes();
 }
 void set_model_restore_skip_spmc(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_spmc_restore_ = skip; }
+void set_model_restore_skip_ram(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_ram_restore_ = skip; }
 
 std::string profile_name(const ProxyProfile& p) {
   return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "");

@@ -26,5 +26,7 @@ std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim
 // such a test catches it).
 std::vector<uint8_t> model_state_bytes(const Model& model);
 void set_model_restore_skip_spmc(Model& model, bool skip);
+// Tests only: begin() leaves the model's RAM (its dirty pages) as the last scenario left it.
+void set_model_restore_skip_ram(Model& model, bool skip);
 
 }  // namespace kconform::ffa

@@ -31,12 +31,17 @@ void World::reset(const ProxyProfile& p, std::span<uint8_t> mem) {
 uint64_t World::hyp_tx_pa() const { return profile->phys_base + profile->host_pages * profile->page_size; }
 uint64_t World::hyp_rx_pa() const { return hyp_tx_pa() + profile->mbox_bytes(); }
 
-uint8_t* World::at(uint64_t pa, uint64_t len) {
+const uint8_t* World::at(uint64_t pa, uint64_t len) const {
   const uint64_t base = profile->phys_base;
   if (pa < base || pa - base > phys.size() || len > phys.size() - (pa - base)) return nullptr;
   return phys.data() + (pa - base);
 }
-const uint8_t* World::at(uint64_t pa, uint64_t len) const { return const_cast<World*>(this)->at(pa, len); }
+// For writing: marked in dirty.
+uint8_t* World::at(uint64_t pa, uint64_t len) {
+  uint8_t* p = const_cast<uint8_t*>(static_cast<const World*>(this)->at(pa, len));
+  if (p && dirty) dirty->mark(p, len);
+  return p;
+}
 
 std::span<const uint8_t> World::host_tx(uint64_t len) const {
   const uint8_t* tx = at(proxy.mbox.tx_pa, len);

@@ -73,6 +73,7 @@ struct World {
   ProxyState proxy;
   Spmc spmc;
   std::span<uint8_t> phys;
+  DirtyPages* dirty = nullptr;  // where writes through at() are marked (not state)
 
   void reset(const ProxyProfile& p, std::span<uint8_t> mem);
   uint64_t digest() const;

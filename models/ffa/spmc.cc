@@ -221,12 +221,18 @@ void Spmc::restore(const Spmc& snap) {
   resp_hwm_ = snap.resp_hwm_;
 }
 
-uint8_t* Spmc::phys_mut(uint64_t pa, uint64_t len) {
+uint8_t* Spmc::locate(uint64_t pa, uint64_t len) const {
   if (pa < phys_base_ || pa - phys_base_ > phys_.size() || len > phys_.size() - (pa - phys_base_))
     return nullptr;
   return phys_.data() + (pa - phys_base_);
 }
-const uint8_t* Spmc::phys(uint64_t pa, uint64_t len) const { return const_cast<Spmc*>(this)->phys_mut(pa, len); }
+// Every write of the SPMC's to memory goes through here: marked for a restore.
+uint8_t* Spmc::phys_mut(uint64_t pa, uint64_t len) {
+  uint8_t* p = locate(pa, len);
+  if (p && dirty_) dirty_->mark(p, len);
+  return p;
+}
+const uint8_t* Spmc::phys(uint64_t pa, uint64_t len) const { return locate(pa, len); }
 
 std::span<const uint8_t> Spmc::tx_window() const {
   const uint8_t* tx = phys(session_.tx_pa, session_.mbox_bytes);

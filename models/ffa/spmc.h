@@ -15,6 +15,7 @@
 
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/ffa_spec.h"
+#include "models/common/dirty_pages.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/hits.h"
 #include "models/ffa/regs.h"
@@ -166,6 +167,9 @@ class Spmc {
   std::vector<uint8_t> bytes() const;
   // Points the model at another copy of the same physical memory.
   void rebind(std::span<uint8_t> phys) { phys_ = phys; }
+  // Where the SPMC's writes to memory are marked (none: not marked). Not
+  // state: restore() and the digest leave it alone.
+  void set_dirty(DirtyPages* d) { dirty_ = d; }
   // An SMC from the Normal world (the hypervisor / host, endpoint 0).
   void smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits = nullptr);
   // What that SMC would do, changing nothing: tx is what the caller's TX
@@ -256,6 +260,8 @@ class Spmc {
   SpmcConfig cfg_;
   bool permissive_ = false;
   std::span<uint8_t> phys_;
+  DirtyPages* dirty_ = nullptr;
+  uint8_t* locate(uint64_t pa, uint64_t len) const;
   uint64_t phys_base_ = 0;
   SpmcSession session_;
   Transaction tx_[kMaxTransactions];

@@ -185,7 +185,13 @@ void el2_restore() {
     kc_el2_ffa_state_load(t.snap.ffa_state.data());
     kc_el2_shim = t.snap.shim;
   }
-  if (!(restore_skip & kRestoreTracker)) t.m = t.snap.m;
+  if (!(restore_skip & kRestoreTracker)) {
+    // The tracker's pages changed since (PageTracker::RestoreFrom), its log,
+    // the default EL3's calls and the warnings.
+    t.m->tracker.RestoreFrom(t.snap.m->tracker);
+    t.m->el3 = t.snap.m->el3;
+    t.m->warnings = t.snap.m->warnings;
+  }
   // The zero part (most of the host RAM) costs only the pages touched since.
   const size_t z = t.snap.zero_prefix;
   if (!(restore_skip & kRestoreRam)) {

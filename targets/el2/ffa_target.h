@@ -59,9 +59,8 @@ class El2FfaTarget final : public Target, public InvariantSource {
   void host_regs(const Op& op, uint64_t in[kNumRegs]) const;
   uint64_t tx_op(const Scenario& s, const Op& op);
   uint64_t write_tx(uint64_t offset, const uint8_t* data, uint64_t n) const;
-  std::vector<uint8_t> views() const;
-  void check_invariants(uint64_t fid, bool host_call, const std::vector<uint8_t>& pre_views,
-                        uint64_t pre_spmc, const uint64_t out[kNumRegs]);
+  std::span<const uint8_t> views() const;  // host pages, digest encoding
+  void check_invariants(uint64_t fid, bool host_call, uint64_t pre_spmc, const uint64_t out[kNumRegs]);
 
   std::string error_;
   ::kconform::ffa::ProxyProfile profile_;
@@ -83,6 +82,7 @@ class El2FfaTarget final : public Target, public InvariantSource {
   std::vector<uint8_t> mismatch_;
   std::vector<uint8_t> held_;  // check_invariants' scratch: host pages EL3 holds
   std::vector<uint8_t> seen_;  // and 4K pages already decided (all zero between calls)
+  std::vector<PageTracker::Changed> changed_;  // I1's scratch: pages the op changed, sorted
   std::vector<uint64_t> foreign_handles_;  // transactions reported holding non-host memory
   bool hyp_reported_ = false;
 };

@@ -53,6 +53,38 @@ PageTracker::PageTracker(uint64_t base, uint64_t host_pages, uint64_t hyp_pages,
     : base_(base), shift_(page_shift), ipa_bits_(ipa_bits), pages_(host_pages + hyp_pages) {
   for (uint64_t i = host_pages; i < host_pages + hyp_pages; i++)
     pages_[i] = PageState{HostState::kNoPage, HypState::kOwned, 0};
+  const size_t n = pages_.size();
+  views_.resize(n);
+  for (size_t i = 0; i < n; ++i) views_[i] = static_cast<uint8_t>(ViewOf(pages_[i]));
+  // Sized once: no allocation while calls run.
+  dirty_.assign(n, 0);
+  dirty_list_.reserve(n);
+  op_stamp_.assign(n, 0);
+  op_changed_.reserve(n);
+}
+
+void PageTracker::Set(uint64_t phys, const PageState& st) {
+  const uint32_t i = static_cast<uint32_t>((phys - base_) >> shift_);
+  if (op_stamp_[i] != op_epoch_) {
+    op_stamp_[i] = op_epoch_;
+    op_changed_.push_back({i, views_[i]});
+  }
+  if (!dirty_[i]) {
+    dirty_[i] = 1;
+    dirty_list_.push_back(i);
+  }
+  pages_[i] = st;
+  views_[i] = static_cast<uint8_t>(ViewOf(st));
+}
+
+void PageTracker::RestoreFrom(const PageTracker& snap) {
+  for (uint32_t i : dirty_list_) {
+    pages_[i] = snap.pages_[i];
+    views_[i] = snap.views_[i];
+    dirty_[i] = 0;
+  }
+  dirty_list_.clear();
+  log_ = snap.log_;
 }
 
 int PageTracker::Log(Stage2Call::Kind k, uint64_t a, uint64_t b, int ret) {
@@ -96,7 +128,7 @@ int PageTracker::ShareHyp(uint64_t pfn) {
   const uint64_t phys = pfn << shift_, size = uint64_t{1} << shift_;
   int r = CheckHost(phys, size, HostState::kOwned);
   if (!r) r = CheckHyp(phys, size, HypState::kNoPage);
-  if (!r) At(phys) = PageState{HostState::kSharedOwned, HypState::kSharedBorrowed, At(phys).refcount};
+  if (!r) Set(phys, PageState{HostState::kSharedOwned, HypState::kSharedBorrowed, At(phys).refcount});
   return Log(Stage2Call::Kind::kShareHyp, pfn, 1, r);
 }
 
@@ -105,7 +137,7 @@ int PageTracker::UnshareHyp(uint64_t pfn) {
   int r = CheckHost(phys, size, HostState::kSharedOwned);
   if (!r) r = CheckHyp(phys, size, HypState::kSharedBorrowed);
   if (!r && At(phys).refcount) r = -EBUSY;
-  if (!r) At(phys) = PageState{HostState::kOwned, HypState::kNoPage, 0};
+  if (!r) Set(phys, PageState{HostState::kOwned, HypState::kNoPage, 0});
   return Log(Stage2Call::Kind::kUnshareHyp, pfn, 1, r);
 }
 
@@ -121,7 +153,7 @@ int PageTracker::ShareFfa(uint64_t pfn, uint64_t nr_pages) {
   int r = CheckHost(phys, size, HostState::kOwned);
   if (!r)
     for (uint64_t p = phys; p < phys + size; p += uint64_t{1} << shift_)
-      At(p).host = HostState::kSharedOwned;
+      Set(p, PageState{HostState::kSharedOwned, At(p).hyp, At(p).refcount});
   return Log(Stage2Call::Kind::kShareFfa, pfn, nr_pages, r);
 }
 
@@ -132,7 +164,7 @@ int PageTracker::UnshareFfa(uint64_t pfn, uint64_t nr_pages) {
   int r = CheckHost(phys, size, HostState::kSharedOwned);
   if (!r)
     for (uint64_t p = phys; p < phys + size; p += uint64_t{1} << shift_)
-      At(p).host = HostState::kOwned;
+      Set(p, PageState{HostState::kOwned, At(p).hyp, At(p).refcount});
   return Log(Stage2Call::Kind::kUnshareFfa, pfn, nr_pages, r);
 }
 
@@ -140,7 +172,8 @@ int PageTracker::Pin(uint64_t from, uint64_t to) {
   int r = CheckHost(from, to - from, HostState::kSharedOwned);
   if (!r) r = CheckHyp(from, to - from, HypState::kSharedBorrowed);
   if (!r)
-    for (uint64_t p = from; p < to; p += uint64_t{1} << shift_) At(p).refcount++;
+    for (uint64_t p = from; p < to; p += uint64_t{1} << shift_)
+      Set(p, PageState{At(p).host, At(p).hyp, static_cast<uint16_t>(At(p).refcount + 1)});
   return Log(Stage2Call::Kind::kPin, from, to, r);
 }
 
@@ -149,7 +182,7 @@ int PageTracker::Unpin(uint64_t from, uint64_t to) {
   for (uint64_t p = from; p < to && !r; p += uint64_t{1} << shift_) {
     const PageState* s = Page(p);
     if (!s || s->refcount == 0) r = -EINVAL;  // BUG_ON(!p->refcount) at EL2
-    else At(p).refcount--;
+    else Set(p, PageState{s->host, s->hyp, static_cast<uint16_t>(s->refcount - 1)});
   }
   return Log(Stage2Call::Kind::kUnpin, from, to, r);
 }

@@ -4,6 +4,7 @@
 // every call so a test can see what the handler asked of stage-2.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,13 +70,40 @@ class PageTracker {
   const std::vector<PageState>& pages() const { return pages_; }
   void ClearLog() { log_.clear(); }
 
-  bool operator==(const PageTracker&) const = default;
+  // ViewOf(pages()[i]) for every page, kept up to date by every change (the
+  // FF-A state digest reads the host pages' views from here without a pass).
+  const std::vector<uint8_t>& views() const { return views_; }
+  // The pages changed since BeginOp(), each with its view before the first
+  // change (an undo log of views: invariant I1 of ffa_target.cc reads it).
+  struct Changed {
+    uint32_t page;
+    uint8_t view_before;
+  };
+  void BeginOp() {
+    op_changed_.clear();
+    if (++op_epoch_ == 0) {  // wrapped: no stale stamp may match
+      std::fill(op_stamp_.begin(), op_stamp_.end(), 0u);
+      op_epoch_ = 1;
+    }
+  }
+  const std::vector<Changed>& ChangedThisOp() const { return op_changed_; }
+  // Makes this tracker equal to snap (a copy of it made earlier, before this
+  // tracker's changes since) by copying back only the pages changed since the
+  // last RestoreFrom, and the log.
+  void RestoreFrom(const PageTracker& snap);
+
+  // Equal pages and log (the change bookkeeping is not state).
+  bool operator==(const PageTracker& o) const {
+    return base_ == o.base_ && shift_ == o.shift_ && ipa_bits_ == o.ipa_bits_ && pages_ == o.pages_ && log_ == o.log_;
+  }
 
  private:
   int CheckRangeAllowedMemory(uint64_t start, uint64_t end) const;
   int CheckHost(uint64_t phys, uint64_t size, HostState want) const;
   int CheckHyp(uint64_t phys, uint64_t size, HypState want) const;
-  PageState& At(uint64_t phys) { return pages_[(phys - base_) >> shift_]; }
+  // Every change of a page goes through Set (views, undo and dirty lists).
+  const PageState& At(uint64_t phys) const { return pages_[(phys - base_) >> shift_]; }
+  void Set(uint64_t phys, const PageState& st);
   int Log(Stage2Call::Kind k, uint64_t a, uint64_t b, int ret);
 
   uint64_t base_;
@@ -83,6 +111,14 @@ class PageTracker {
   unsigned ipa_bits_;
   std::vector<PageState> pages_;
   std::vector<Stage2Call> log_;
+  std::vector<uint8_t> views_;
+  // Pages changed since the last RestoreFrom (dirty_[i] set, listed once).
+  std::vector<uint8_t> dirty_;
+  std::vector<uint32_t> dirty_list_;
+  // Pages changed since BeginOp (op_stamp_[i] == op_epoch_).
+  std::vector<uint32_t> op_stamp_;
+  uint32_t op_epoch_ = 1;
+  std::vector<Changed> op_changed_;
 };
 
 }  // namespace kconform::el2
