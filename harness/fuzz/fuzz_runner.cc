@@ -1,6 +1,8 @@
 // The fuzz runner (fuzz_runner.h).
 #include "harness/fuzz/fuzz_runner.h"
 
+#include "harness/fuzz/rule_features.h"
+
 #include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -117,8 +119,15 @@ void FindingStore::flush() {
   for (const auto& [key, c] : counts_)
     out += std::to_string(c.count) + "\t" + (c.known ? "known" : "new") + "\t" + (c.stem.empty() ? "-" : c.stem) +
            "\t" + key.first + "\n";
+  for (const auto& [rule, forbidden] : sides_)
+    out += std::string("side\t") + rule_info(rule).id + "\t" + (forbidden ? "forbidden" : "allowed") + "\n";
   if (write_file(dir_ + "/.counts/" + std::to_string(::getpid()) + ".tsv", out)) dirty_ = false;
   last_flush_ns_ = now_ns();
+}
+
+void FindingStore::reached(RuleId rule, bool forbidden) {
+  if (rule == kNoRule || rule >= kRuleCount) return;
+  if (sides_.emplace(rule, forbidden).second) dirty_ = true;
 }
 
 std::string FindingStore::record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
@@ -212,6 +221,7 @@ FuzzRunner::FuzzRunner(OpenTarget opened, const FuzzConfig& cfg, Mode mode)
     }
   }
   if (const char* l = std::getenv(kEnvKnownLog)) known_log_ = l;
+  rule_features_ = rule_features_enabled();
   if (const char* d = std::getenv(kEnvFindings); d && *d && mode_ == Mode::kAbortOnFinding) record_to(d);
 }
 
@@ -287,6 +297,11 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
     for (size_t k = 0; k < n; ++k) {
       const StepResult& r = n == 1 && s.ops[i].thread == 0 ? one : group[k];
       model_knows = r.model_knows;
+      // Rule sides: coverage features for the engine, and counted.
+      for (const RuleHit& h : r.expected.hits) {
+        if (rule_features_) rule_side_feature(h.rule, h.forbidden);
+        if (store_) store_->reached(h.rule, h.forbidden);
+      }
       if (r.blamed.empty()) continue;
       Finding f;
       f.op = i + k;

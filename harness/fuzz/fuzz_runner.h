@@ -13,6 +13,8 @@
 // known finding, as in `run`: judged while the model knows the state
 // (also after a broken invariant alone), unchecked but invariant-checked after
 // a model violation. An input `run` would report unsupported is not run.
+// Every rule side an op reaches (StepResult::expected.hits) is a coverage
+// feature for the engine (rule_features.h) and, with a FindingStore, counted.
 // Nothing here knows an ABI: what bounds an input comes from the ABI tables
 // (harness/scenario/abi.h, EngineHints and OpSpec::bytes).
 #pragma once
@@ -51,6 +53,7 @@ namespace kconform::fuzz {
 //   KCONFORM_FUZZ_KNOWN_LOG    file to append "KNOWN <rules> <op call>" lines to (first per rule set)
 //   KCONFORM_FUZZ_FINDINGS     (set by `kconform fuzz`) a folder: findings are recorded
 //                              there (FindingStore) and never stop the process
+//   KCONFORM_FUZZ_NO_RULE_FEATURES  1: rule sides are not coverage features (rule_features.h)
 inline constexpr const char* kEnvBaseline = "KCONFORM_FUZZ_BASELINE";
 inline constexpr const char* kEnvFindings = "KCONFORM_FUZZ_FINDINGS";
 inline constexpr const char* kEnvKnownRules = "KCONFORM_FUZZ_KNOWN_RULES";
@@ -103,7 +106,9 @@ std::string signature(const Scenario& s, const Finding& f, const TargetIdentity&
 // overwritten. Every occurrence (stored, duplicate or known) is counted:
 // .counts/<pid>.tsv holds this process's counts, "execs\t<n>" then one
 // "<count>\t<new|known>\t<stem or ->\t<signature>" line per signature and
-// known-ness (counts()), rewritten
+// known-ness (counts()), then one "side\t<rule ID>\t<allowed|forbidden>" line
+// per rule side the model evaluated in this process (reached(): every
+// StepResult::expected.hits, findings or not), rewritten
 // (atomically) at most once a second, by flush() and at exit.
 class FindingStore {
  public:
@@ -118,6 +123,8 @@ class FindingStore {
   std::string record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
                      std::span<const uint8_t> input);
   void executed();
+  // Notes that an op was on this side of rule (a RuleHit).
+  void reached(RuleId rule, bool forbidden);
   void flush();
 
   struct Count {
@@ -131,11 +138,14 @@ class FindingStore {
   using Key = std::pair<std::string, bool>;
   const std::map<Key, Count>& counts() const { return counts_; }
   uint64_t executions() const { return execs_; }
+  // The rule sides reached: (rule, forbidden).
+  const std::set<std::pair<RuleId, bool>>& sides() const { return sides_; }
   const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
   std::map<Key, Count> counts_;
+  std::set<std::pair<RuleId, bool>> sides_;
   uint64_t execs_ = 0;
   int64_t last_flush_ns_ = 0;
   bool dirty_ = false;
@@ -182,6 +192,7 @@ class FuzzRunner {
   std::set<std::string> known_;
   std::vector<std::pair<std::string, std::string>> baseline_;  // (rule ID, scenario pattern)
   std::set<std::string> known_seen_;
+  bool rule_features_ = true;  // rule sides as coverage features (rule_features.h)
   std::string known_log_;
   std::unique_ptr<FindingStore> store_;
   std::span<const uint8_t> input_;  // the engine's bytes of the input being run

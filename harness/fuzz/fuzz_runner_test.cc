@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <ostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -492,6 +493,58 @@ TEST_F(RecordFindings, ABaselinedFindingIsCountedNotStored) {
 
 // A signature names the rules, the op kind and the target build: findings that
 // differ in any of them are different findings.
+// Every rule side the model evaluated in this process (RuleHit: findings or
+// not) is one "side\t<rule ID>\t<allowed|forbidden>" line of the counts file,
+// once however often it is reached: the same sides as stepping the scenario
+// directly, op by op.
+TEST_F(RecordFindings, RuleSidesReachedAreCountedOncePerSide) {
+  // share-reclaim with its rxtx_map twice: the second is refused (forbidden side).
+  s_.ops.insert(s_.ops.begin() + 2, s_.ops[1]);
+  bytes_ = encode_binary(s_);
+  std::set<std::string> want;
+  {
+    OpenTarget t;
+    const TargetFamily* families[] = {&el2::el2_target_family()};
+    std::string error;
+    ASSERT_TRUE(open_target(families, "el2", "wrong-state:mem_reclaim", &t, &error)) << error;
+    t.model->begin(s_);
+    t.target->begin(s_);
+    StepResult r;
+    bool knows = true;
+    for (size_t i = 0; i < s_.ops.size(); ++i) {
+      step(*t.model, *t.target, t.invariants, s_, i, knows, &r);
+      knows = r.model_knows;
+      for (const RuleHit& h : r.expected.hits)
+        want.insert(std::string("side\t") + rule_info(h.rule).id + (h.forbidden ? "\tforbidden" : "\tallowed"));
+    }
+    t.target->end();
+  }
+  // The allowed side of the rules the scenario passes, the forbidden side of
+  // the mailbox rule the second rxtx_map meets.
+  ASSERT_FALSE(want.empty());
+  bool forbidden = false;
+  for (const std::string& w : want) forbidden = forbidden || w.ends_with("\tforbidden");
+  EXPECT_TRUE(forbidden);
+  auto fuzz = lying_runner();
+  fuzz->record_to(dir_.string());
+  ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+  ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+  EXPECT_EQ(fuzz->store()->sides().size(), want.size());
+  fuzz.reset();
+  std::istringstream counts(read(dir_ / ".counts" / (std::to_string(::getpid()) + ".tsv")));
+  std::vector<std::string> got;
+  std::string line;
+  while (std::getline(counts, line))
+    if (line.rfind("side", 0) == 0) got.push_back(line);
+  EXPECT_EQ(std::set<std::string>(got.begin(), got.end()), want);
+  EXPECT_EQ(got.size(), want.size()) << "one line per side";
+  for (const std::string& g : got) {
+    const size_t t1 = g.find('\t'), t2 = g.find('\t', t1 + 1);
+    ASSERT_NE(t2, std::string::npos) << g;
+    EXPECT_TRUE(rule_by_id(g.substr(t1 + 1, t2 - t1 - 1)).has_value()) << g;
+  }
+}
+
 TEST_F(RecordFindings, SignaturesDifferByOpKindAndTarget) {
   Finding f;
   f.op = 4;

@@ -2,16 +2,19 @@
 (reports/bench/<time>.json) and a Markdown table (the README's "Benchmarks").
 
 Rows: the EL2 differential (scenario executions per second on one core, plain
-and ASan+UBSan builds), guest_memfd scenarios per second on the host kernel
+and ASan+UBSan builds: preset asan-opt at -O2 and asan at -O0), guest_memfd scenarios per second on the host kernel
 (Google Benchmark, harness/bench), Z3 generation time (kconform-gen), and, only
 when selected (they take minutes): `--only mutant-ttf`, the time libFuzzer needs
-from an empty corpus to find a RECLAIM2 mutant (selftest/mutant_ttf.py);
-`--only qemu`, boot to the first observed op and scenarios per second inside the
+to find each mutant (RECLAIM2 and stock ffa.c families, from the seeds and from an
+empty corpus; by default a slice, the issue's matrix with --nightly;
+selftest/mutant_ttf.py); `--only fuzz-el2`, `kconform fuzz --engine libfuzzer
+--target el2` on stock 7.3 for --fuzz-time: executions per second per job and
+restarts; `--only qemu`, boot to the first observed op and scenarios per second inside the
 guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 
 Selectors (`--only a,b`): el2, gmem, linearize (the interleaving search that judges
 concurrent groups, harness/runner/linearize.h: interleavings explored per second), gen
-(the default set), mutant-ttf and qemu.
+(the default set), mutant-ttf, fuzz-el2 and qemu.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kconform.core import deps
+from kconform.core import deps, procs
 from kconform.core.errors import ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import REPO, build_dir, runner_binary
+from kconform.commands.fuzz import make_seeds, parse_duration
 from kconform.engine.build import build_preset
 from kconform.engine.gen import gen_binary
 from kconform.engine.runner import Engine
@@ -41,7 +45,7 @@ from kconform.selftest.write import REFERENCE as WRITE_PATCH
 from kconform.sources import debian_kernels, kernel_build
 from kconform.targets.qemu.guest import ensure_tools, run_guest
 
-SELECTORS = ("el2", "gmem", "linearize", "gen", "mutant-ttf", "qemu")
+SELECTORS = ("el2", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "qemu")
 DEFAULT_SELECTORS = ("el2", "gmem", "linearize", "gen")
 
 
@@ -70,7 +74,8 @@ def _row(name: str, value, unit: str, how: str, skipped: str = "") -> dict:
     return {"benchmark": name, "median": value, "unit": unit, "how": how, "skipped": skipped}
 
 
-def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: dict | None = None) -> list[dict]:
+def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: dict | None = None,
+                   fuzz_opts: dict | None = None) -> list[dict]:
     sel = set(only or DEFAULT_SELECTORS)
     bad = sel - set(SELECTORS)
     if bad:
@@ -79,7 +84,9 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
     if sel & {"el2", "gmem", "linearize"}:
         deps.ensure(["bench"], log)
     # The EL2 differential, plain and ASan+UBSan.
-    for preset, label in (("default", "plain"), ("asan", "ASan+UBSan")) if "el2" in sel else ():
+    # ASan+UBSan twice: the asan preset (Debug, -O0) and asan-opt (-O2, as fuzzers run).
+    el2_builds = (("default", "plain"), ("asan-opt", "ASan+UBSan -O2"), ("asan", "ASan+UBSan"))
+    for preset, label in el2_builds if "el2" in sel else ():
         name = f"EL2 differential, 4K, {label}"
         try:
             build_preset(preset, targets=["kconform-bench-el2-4k"], log=log)
@@ -102,6 +109,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         rows.append(_gen_row(reps, log))
     if "mutant-ttf" in sel:
         rows += _mutant_ttf_rows(log, **(mutant_opts or {}))
+    if "fuzz-el2" in sel:
+        rows += _fuzz_el2_rows(log, **(fuzz_opts or {}))
     if "qemu" in sel:
         rows += _qemu_rows(reps, log)
     return rows
@@ -187,23 +196,93 @@ def _gen_row(reps: int, log) -> dict:
                 f"{cases} cases, {len(times)} runs")
 
 
-def _mutant_ttf_rows(log, mutants: list[str] | None = None, budget: int = 60, runs: int = 3) -> list[dict]:
-    """Per mutant, the median time libFuzzer needs from an empty corpus to find it (or
-    "not found within the budget"); the details go into the rows."""
+def _mutant_ttf_rows(log, **opts) -> list[dict]:
+    """Per mutant and start corpus, the median time libFuzzer needs to find it (or "not
+    found within the budget"), then per family and start corpus the fraction found and
+    the median over every run (selftest/mutant_ttf.py); the details go into the rows."""
+    # The seeds as `kconform fuzz` makes them (its FF-A seeds at 4K, the harness's page size).
+    doc = mutant_ttf.measure(log, **opts, make_seeds=lambda d: make_seeds("ffa", d, 4096,
+                                                                           build_targets=["kconform-runner"]))
     rows = []
-    for m in mutant_ttf.measure(log, mutants, budget, runs):
-        times, rules, bg_note = m["times_s"], m["rules"], m["background_note"]
-        how = (f"libFuzzer el2-4k, empty corpus + ffa.dict, {len(times)}/{runs} runs found it "
+    for m in doc["results"]:
+        times, rules, runs, budget = m["times_s"], m["rules"], m["runs"], m["budget_s"]
+        excluded = sum(len(t["excluded"]) for t in m["tries"])
+        how = (f"libFuzzer el2-4k from {m['corpus']}, {m['found_runs']}/{runs} runs found it "
                f"({', '.join(f'{x:g}' for x in sorted(times)) or 'none'} s) naming {', '.join(rules) or '-'}; "
-               f"budget {budget} s per run; {bg_note}")
+               f"budget {budget} s per run; executions per run {', '.join(str(x) for x in m['execs'])}; "
+               f"{excluded} finding(s) excluded (a seed's input or on the unmutated build)")
         skipped = "" if m["median"] is not None else (
-            f"not found within {budget} s in {runs - len(times)}/{runs} runs "
+            f"not found within {budget} s in {runs - len(times)}/{runs} runs from {m['corpus']} "
             f"({len(times)} found: {', '.join(f'{x:g} s' for x in sorted(times)) or 'none'}"
-            f"{'; ' + ', '.join(rules) if rules else ''}); {bg_note}")
-        row = _row(f"fuzzer time to find RECLAIM2 mutant {m['mutant']}", m["median"], "s", how, skipped)
-        row.update({k: v for k, v in m.items() if k not in ("median", "background_note")})
+            f"{'; ' + ', '.join(rules) if rules else ''}); {excluded} finding(s) excluded")
+        row = _row(f"fuzzer time to find {m['family']} mutant {m['mutant']} from {m['corpus']}", m["median"], "s",
+                   how, skipped)
+        row.update({k: v for k, v in m.items() if k != "median"})
         rows.append(row)
+    for f in doc["fractions"]:
+        which = "both families" if f["family"] == "all" else f"{f['family']} mutants"
+        how = (f"{f['mutants_found']}/{f['mutants']} mutants found in most runs, {f['runs_found']}/{f['runs']} "
+               f"runs found theirs; median over every run "
+               f"{'%g s' % f['median_s'] if f['median_s'] is not None else 'not found (most runs missed)'}; "
+               f"budget {f['budget_s']} s per run")
+        row = _row(f"fuzzer mutants found, {which} from {f['corpus']}",
+                   round(f["runs_found"] / f["runs"], 3) if f["runs"] else None, "fraction of runs", how)
+        row.update(f)
+        rows.append(row)
+    if rows:
+        rows[-1]["ttf"] = {"plan": doc["plan"], "wall_s": doc["wall_s"]}
     return rows
+
+
+def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1) -> list[dict]:
+    """`kconform fuzz --engine libfuzzer --target el2` on stock 7.3 for seconds, from its
+    seeds in a scratch folder (not reports/fuzz): executions per second per job and
+    restarts after a crash of the process (last-run.json)."""
+    from kconform.commands.run import kconform_command
+    with tempfile.TemporaryDirectory(prefix="kconform-bench-fuzz-") as d:
+        cmd = [kconform_command(), "fuzz", "--engine", "libfuzzer", "--target", "el2", "--time", f"{seconds}s",
+               "--jobs", str(jobs), "--out", d, "--no-merge", "--quiet"]
+        log(f"kconform bench: fuzz-el2: {' '.join(cmd)}")
+        r = procs.run(cmd, capture_output=True, text=True, timeout=seconds + 1800)
+        doc_path = Path(d) / "el2-4k" / "last-run.json"
+        if not doc_path.exists():
+            raise ToolError(f"bench fuzz-el2: kconform fuzz wrote no last-run.json (exit {r.returncode}): "
+                            f"{(r.stderr or r.stdout).strip()[-1000:]}")
+        doc = json.loads(doc_path.read_text())
+    per_job = doc["execs"] / doc["seconds"] / jobs if doc["seconds"] else 0.0
+    rule_findings = [f for f in doc["findings"] if f["signature"].split()[0].startswith(("FFA", "GMEM"))]
+    how = (f"`kconform fuzz --engine libfuzzer --target el2 --time {seconds}s --jobs {jobs}` on stock "
+           f"{doc['release']} from its seeds: {doc['execs']} executions in {doc['seconds']} s, "
+           f"{doc['restarts']} restart(s) after a crash of the process, {len(doc['findings'])} signature(s) "
+           f"({len(rule_findings)} rule findings, recorded without a restart), coverage {doc['coverage']}")
+    row = _row("fuzz el2 (libFuzzer, stock 7.3) executions per job", round(per_job, 1), "executions/s/job", how)
+    row.update({"execs": doc["execs"], "seconds": doc["seconds"], "restarts": doc["restarts"], "jobs": jobs,
+                "exit": r.returncode})
+    row2 = _row("fuzz el2 (libFuzzer, stock 7.3) restarts", doc["restarts"], "restarts", how)
+    return [row, row2]
+
+
+def ttf_markdown(rows: list[dict]) -> str:
+    """The mutant-ttf rows as the README's table: per mutant, family and start corpus the
+    median seconds over the runs and the runs that found it; then the fractions."""
+    per = [r for r in rows if "tries" in r and "family" in r]
+    if not per:
+        return ""
+    out = ["| family | mutant | start corpus | median (s) | runs found | times (s) | rules of the finding |",
+           "|---|---|---|---|---|---|---|"]
+    for r in per:
+        med = "not found" if r["median"] is None else f"{r['median']:g}"
+        out.append(f"| {r['family']} | {r['mutant']} | {r['corpus']} | {med} | {r['found_runs']}/{r['runs']} | "
+                   f"{', '.join(f'{x:g}' for x in r['times_s']) or '-'} | {', '.join(r['rules']) or '-'} |")
+    out += ["", "| family | start corpus | mutants found (most runs) | runs found | median over every run (s) | budget (s) |",
+            "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "runs_found" in r and "mutants_found" in r:
+            med = "not found" if r["median_s"] is None else f"{r['median_s']:g}"
+            out.append(f"| {r['family']} | {r['corpus']} | {r['mutants_found']}/{r['mutants']} | "
+                       f"{r['runs_found']}/{r['runs']} ({100 * r['runs_found'] / r['runs']:.0f}%) | {med} | "
+                       f"{r['budget_s']} |")
+    return "\n".join(out)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -217,10 +296,13 @@ def markdown(rows: list[dict]) -> str:
 def cmd_bench(args, console: Console) -> int:
     log = lambda msg: console.print(msg, highlight=False, markup=False)  # noqa: E731
     t0 = time.monotonic()
-    opts = {"mutants": args.mutants, "budget": args.mutant_budget, "runs": args.mutant_runs}
-    if opts["budget"] < 1 or opts["runs"] < 1:
-        raise ToolError("flags --mutant-budget and --mutant-runs: at least 1")
-    rows = run_benchmarks(args.repetitions, log, args.only, opts)
+    opts = {"mutants": args.mutants, "families": args.mutant_family, "corpora": args.mutant_corpus,
+            "budget": args.mutant_budget, "runs": args.mutant_runs, "nightly": args.nightly}
+    mutant_ttf.plan(**opts)  # bad flags fail before anything runs
+    fuzz_time = parse_duration(args.fuzz_time)
+    if fuzz_time < 1 or args.fuzz_jobs < 1:
+        raise ToolError("flags --fuzz-time and --fuzz-jobs: at least 1 (second, job)")
+    rows = run_benchmarks(args.repetitions, log, args.only, opts, {"seconds": fuzz_time, "jobs": args.fuzz_jobs})
     doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
            "cpus": os.cpu_count(), "kernel": platform.release(), "only": sorted(args.only or DEFAULT_SELECTORS),
            "wall_s": round(time.monotonic() - t0, 1), "rows": rows}
@@ -229,5 +311,8 @@ def cmd_bench(args, console: Console) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, json.dumps(doc, indent=2, default=str) + "\n")
     print(markdown(rows))
+    ttf = ttf_markdown(rows)
+    if ttf:
+        print("\n" + ttf)
     log(f"kconform bench: {doc['wall_s']:.0f} s; written to {out}")
     return 0

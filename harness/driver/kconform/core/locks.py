@@ -78,7 +78,8 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -101,7 +102,7 @@ def describe_holder(fd: int) -> str:
     if info.get("command"):
         text += f" ({info['command']}"
         text += f", since {info['since']})" if info.get("since") else ")"
-    if not _alive(pid):
+    if not pid_alive(pid):
         text += ": that process has exited, a command it started may still hold the lock"
     return text
 

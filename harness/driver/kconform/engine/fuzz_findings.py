@@ -39,6 +39,10 @@ from kconform.engine import baseline
 from kconform.engine.runner import Engine
 
 KINDS = ("crash", "timeout", "oom", "leak", "slow-unit")
+# A crash-path input replayed alone that has not ended after this long is a hang
+# (the engines' own per-input limit is 10 s: engine/fuzzers.py): waiting longer
+# only made every stall of stock ffa.c cost two minutes at the end of a run.
+REPLAY_TIMEOUT = 20
 
 
 def classify(stderr: str, kind: str) -> str:
@@ -111,6 +115,46 @@ def read_counts(findings: Path) -> tuple[int, dict[tuple[str, bool], dict]]:
     return execs, sigs
 
 
+SIDES = ("allowed", "forbidden")
+
+
+def sides_reached(findings: Path) -> set[tuple[str, str]]:
+    """The rule sides the fuzz runners reached: the union over every process's
+    findings/.counts/<pid>.tsv of its lines "side<TAB>RULE.ID<TAB>allowed|forbidden"
+    (fuzz_runner.h FindingStore). A file without such lines (a runner that does not
+    write them), a torn last line or an unknown side adds nothing."""
+    out: set[tuple[str, str]] = set()
+    for f in sorted((findings / ".counts").glob("*.tsv")):
+        try:
+            lines = f.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split("\t")
+            if len(parts) == 3 and parts[0] == "side" and parts[1] and parts[2] in SIDES:
+                out.add((parts[1], parts[2]))
+    return out
+
+
+RULE_LINE = re.compile(r'^KCONFORM_RULE\(\s*\w+\s*,\s*"([^"]+)"', re.M)
+
+
+def abi_rules(abi: str) -> list[str]:
+    """The rule IDs of an ABI (models/<abi>/rules.def)."""
+    path = REPO / "models" / abi / "rules.def"
+    try:
+        return RULE_LINE.findall(path.read_text())
+    except OSError as e:
+        raise ToolError(f"{path}: cannot read the rules of ABI {abi}: {e.strerror}") from None
+
+
+def sides_line(reached: set[tuple[str, str]], abi: str) -> str:
+    """ "rule sides reached: N of M" (M = 2 x the ABI's rules); N counts only this ABI's rules."""
+    rules = set(abi_rules(abi))
+    n = sum(1 for rule, _ in reached if rule in rules)
+    return f"rule sides reached: {n} of {2 * len(rules)}"
+
+
 @dataclasses.dataclass
 class RunReplay:
     """How `kconform run` would judge an input on this fuzz target's build."""
@@ -175,7 +219,8 @@ def store_crash(binary: Path, data: bytes, kind: str, findings: Path, env: dict,
     if env.get("KCONFORM_FUZZ_FINDINGS"):
         env = dict(env, KCONFORM_FUZZ_FINDINGS=str(scratch))
     try:
-        r = subprocess.run([str(binary), str(tmp)], capture_output=True, text=True, timeout=120, env=env)
+        r = subprocess.run([str(binary), str(tmp)], capture_output=True, text=True, timeout=REPLAY_TIMEOUT,
+                           env=env)
         stderr = r.stderr
     except subprocess.TimeoutExpired as e:
         stderr = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")

@@ -4,7 +4,16 @@ folder with live statistics, and minimising the corpus afterwards.
 
 A fuzz run's folder (reports/fuzz/<target>/) holds corpus/, seeds/, artifacts/,
 afl/ and the logs; `progress` is any object with a `stats` dict (execs,
-execs_per_sec, coverage, findings) and a `show()` method.
+execs_per_sec, coverage, findings) and a `show()` method, and `stop()` (optional)
+says when to end the fuzzer early (the corpus passed --max-corpus): the runner
+then ends it and returns as at the end of its time.
+
+Bounded memory: each fuzzing process is limited to rss_limit MB. libFuzzer:
+-rss_limit_mb and -malloc_limit_mb. AFL++: its -m is an address-space limit,
+which an ASan build (both presets are sanitized) cannot live under (ASan reserves
+terabytes of address space), so -m none and the sanitizer's own limits instead
+(ASAN_OPTIONS hard_rss_limit_mb and max_allocation_size_mb, with the
+abort_on_error=1 and symbolize=0 AFL++ requires of a custom ASAN_OPTIONS).
 """
 
 from __future__ import annotations
@@ -24,20 +33,33 @@ from kconform.engine.build import build_preset
 
 FUZZ_DIR = REPO / "harness" / "fuzz"
 ENGINES = ("libfuzzer", "afl")
+DEFAULT_RSS_LIMIT_MB = 2048
 
 
-def fuzz_binary(engine: str, label: str) -> Path:
-    return build_dir(f"fuzz-{engine}") / "harness" / "fuzz" / f"kconform-fuzz-{label}"
+def _stop_requested(progress) -> bool:
+    stop = getattr(progress, "stop", None)
+    return bool(stop and stop())
 
 
-def build_harness(engine: str, label: str, log) -> Path:
+def fuzz_preset(engine: str, plain: bool = False) -> str:
+    """The CMake preset of an engine's fuzz targets: ASan+UBSan (fuzz-<engine>), or
+    without sanitizers (fuzz-<engine>-plain: the oracle is the only crash condition,
+    several times the executions)."""
+    return f"fuzz-{engine}" + ("-plain" if plain else "")
+
+
+def fuzz_binary(engine: str, label: str, plain: bool = False) -> Path:
+    return build_dir(fuzz_preset(engine, plain)) / "harness" / "fuzz" / f"kconform-fuzz-{label}"
+
+
+def build_harness(engine: str, label: str, log, plain: bool = False) -> Path:
     if engine == "afl":
         deps.ensure(["fuzz"], log)
         build_preset("default", targets=["kconform-afl-mutator"], log=log)
-    preset = f"fuzz-{engine}"
+    preset = fuzz_preset(engine, plain)
     log(f"kconform fuzz: building kconform-fuzz-{label} ({preset})")
     build_preset(preset, targets=[f"kconform-fuzz-{label}"], log=log)
-    binary = fuzz_binary(engine, label)
+    binary = fuzz_binary(engine, label, plain)
     if not binary.exists():
         raise ToolError(f"{binary} was not built (for el2: is a kernel tree available? ./kconform tree fetch debian:7.3)")
     return binary
@@ -47,13 +69,13 @@ LIBFUZZER_LINE = re.compile(r"#(\d+):? .*?cov: (\d+) ft: (\d+).*?exec/s:? (\d+)(
 
 
 def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len: int, env: dict,
-                  progress) -> None:
+                  progress, rss_limit: int = DEFAULT_RSS_LIMIT_MB) -> None:
     cmd = [str(binary), str(root / "corpus"), str(root / "seeds"),
            f"-max_total_time={seconds}", f"-artifact_prefix={root / 'artifacts'}/",
            f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", "-timeout=10",
-           "-rss_limit_mb=4096", "-print_final_stats=1", "-reload=1",
+           f"-rss_limit_mb={rss_limit}", f"-malloc_limit_mb={rss_limit}", "-print_final_stats=1", "-reload=1",
            f"-fork={jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
-    with naming(root / "fuzz.log"), open(root / "fuzz.log", "w") as logf, \
+    with naming(root / "fuzz.log"), open(root / "fuzz.log", "w", buffering=1) as logf, \
             procs.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                         cwd=root) as p:
         for line in p.stderr:
@@ -66,6 +88,9 @@ def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, m
                     progress.stats["findings"] = int(m.group(5)) + int(m.group(6)) + int(m.group(7))
                     progress.stats["restarts"] = progress.stats["findings"]
                 progress.show()
+            if _stop_requested(progress):
+                p.end()  # the whole group: libFuzzer and its fork jobs
+                break
         p.wait()
 
 
@@ -89,8 +114,23 @@ def afl_stats(out: Path, since: float = 0.0) -> dict:
     return total
 
 
+def asan_options(env: dict, rss_limit: int) -> str:
+    """ASAN_OPTIONS for an AFL++ run: AFL++'s own defaults (which it applies only when
+    ASAN_OPTIONS is unset), the caller's, then what AFL++ requires and the memory limits."""
+    ours = {"abort_on_error": "1", "symbolize": "0", "hard_rss_limit_mb": str(rss_limit),
+            "max_allocation_size_mb": str(rss_limit), "allocator_may_return_null": "1"}
+    opts = dict(o.split("=", 1) for o in AFL_ASAN_DEFAULTS.split(":"))
+    opts.update(o.split("=", 1) for o in env.get("ASAN_OPTIONS", "").split(":") if "=" in o)
+    opts.update(ours)
+    return ":".join(f"{k}={v}" for k, v in opts.items())
+
+
+AFL_ASAN_DEFAULTS = ("detect_leaks=0:malloc_context_size=0:detect_odr_violation=0:handle_segv=0:"
+                     "handle_sigbus=0:handle_abort=0:handle_sigfpe=0:handle_sigill=0")
+
+
 def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len: int, env: dict,
-            progress) -> None:
+            progress, rss_limit: int = DEFAULT_RSS_LIMIT_MB) -> None:
     mutator = build_dir("default") / "harness" / "fuzz" / "libkconform-afl-mutator.so"
     inp = root / "afl-in"
     shutil.rmtree(inp, ignore_errors=True)
@@ -102,7 +142,8 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
     env = dict(env, AFL_CUSTOM_MUTATOR_LIBRARY=str(mutator), AFL_CUSTOM_MUTATOR_ONLY="1",
                KCONFORM_FUZZ_ABI=abi, AFL_NO_UI="1", AFL_SKIP_CPUFREQ="1", AFL_AUTORESUME="1",
                AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES="1", AFL_NO_AFFINITY="1", AFL_SKIP_CRASHES="1",
-               AFL_IGNORE_SEED_PROBLEMS="1", AFL_FAST_CAL="1", AFL_CMPLOG_ONLY_NEW="1")
+               AFL_IGNORE_SEED_PROBLEMS="1", AFL_FAST_CAL="1", AFL_CMPLOG_ONLY_NEW="1",
+               ASAN_OPTIONS=asan_options(env, rss_limit))
     out = root / "afl"
     started = time.time()
     fuzzers: list[tuple[procs.Popen, object]] = []
@@ -129,6 +170,8 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
                                   findings=s["saved_crashes"] + s["saved_hangs"],
                                   restarts=s["saved_crashes"] + s["saved_hangs"])
             progress.show()
+            if _stop_requested(progress):
+                break
     finally:
         for p, logf in fuzzers:
             p.end()  # the afl-fuzz instance and its fork server: its whole process group
@@ -146,12 +189,27 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
 RUNNERS = {"libfuzzer": run_libfuzzer, "afl": run_afl}
 
 
+def recover_corpus(root: Path) -> None:
+    """Finishes or undoes a corpus swap a killed run left half done (merge_corpus):
+    corpus.old without corpus is the corpus; corpus.old beside corpus is the replaced one."""
+    corpus, old = root / "corpus", root / "corpus.old"
+    if old.exists():
+        if corpus.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(corpus)
+    shutil.rmtree(root / "corpus.merge", ignore_errors=True)
+
+
 def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple[int, int]:
-    """Minimises the corpus (libFuzzer -merge=1, or afl-cmin); returns (before, after)."""
+    """Minimises the corpus (libFuzzer -merge=1, or afl-cmin) into a fresh folder and
+    swaps it in only after the minimiser succeeded (corpus -> corpus.old, the new one ->
+    corpus, corpus.old removed; recover_corpus finishes a swap a kill interrupted): a
+    failed or interrupted minimisation leaves the corpus as it was. Returns (before, after)."""
     corpus = root / "corpus"
+    recover_corpus(root)
     before = sum(1 for _ in corpus.iterdir())
     new = root / "corpus.merge"
-    shutil.rmtree(new, ignore_errors=True)
     if engine == "libfuzzer":
         new.mkdir()
         cmd = [str(binary), "-merge=1", str(new), str(corpus), f"-artifact_prefix={root / 'artifacts'}/"]
@@ -160,7 +218,11 @@ def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple
         # AFL_ALLOW_TMP: afl-cmin refuses folders under /tmp (shared with other users);
         # ours are private to the run (a clone or --out under /tmp is a normal choice).
         env = dict(env, AFL_SKIP_CPUFREQ="1", AFL_NO_AFFINITY="1", AFL_ALLOW_TMP="1")
-    r = procs.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+    try:
+        r = procs.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
     after = sum(1 for _ in new.iterdir()) if new.exists() else 0
     if r.returncode != 0 or (before and not after):
         (root / "merge.log").write_text(r.stdout + r.stderr)
@@ -168,6 +230,8 @@ def merge_corpus(engine: str, binary: Path, root: Path, env: dict, log) -> tuple
         log(f"kconform fuzz: corpus minimisation failed (exit {r.returncode}, see {root / 'merge.log'}); "
             "the corpus is kept as it was")
         return before, before
-    shutil.rmtree(corpus)
+    old = root / "corpus.old"
+    corpus.rename(old)
     new.rename(corpus)
+    shutil.rmtree(old)
     return before, after
