@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import BIND_PAST_2_63, REPO, kconform, needs_kvm
+from conftest import BIND_PAST_2_63, REPO, kconform, needs_kvm, skip_for_kernel
 from kconform.commands import run as run_cmd
 from kconform.engine import baseline, fuzz_findings, report
 from kconform.engine.runner import Engine
@@ -366,7 +366,7 @@ def bind_input(tmp_path, engine):
     data = next(conv.iterdir()).read_bytes()
     run = engine.run("host", [str(src)], tmp_path / "probe.jsonl")
     if not any(f.rule == "GMEM.BIND.RANGE" for f in run.findings):
-        pytest.skip("this kernel does not bind past 2^63 (the 6.18 bug the test input needs)")
+        skip_for_kernel("this kernel does not bind past 2^63 (the 6.18 bug the test input needs)")
     return data, run.release
 
 
@@ -436,7 +436,7 @@ def test_the_fuzz_runner_skips_what_run_reports_unsupported(fuzz_host, engine, t
     """A seed that requires a capability the target lacks is judged by no profile in
     run (unsupported), so the fuzz runner does not run it either."""
     if engine.probe("host")[0].get("profile") != "gmem-base":
-        pytest.skip("this kernel has guest_memfd write()")
+        skip_for_kernel("this kernel has guest_memfd write()")
     src = tmp_path / "case.kcs"
     src.write_text(BIND_PAST_2_63.replace("requires gmem user_memory2", "requires gmem user_memory2 write"))
     conv = tmp_path / "bin"

@@ -104,9 +104,15 @@ def _add_run(sub) -> None:
     p.add_argument("--watchdog", type=float, metavar="SECONDS", default=None,
                    help="el2: an op still running after SECONDS is a hang finding (CRASH.HANG) and the run "
                         "resumes with the next scenario (default 5; 0: no watchdog)")
-    p.add_argument("--format", choices=("table", "json", "ktap", "junit"), default="table",
-                   help="what to print: a per-rule table (default) or a machine-readable report")
+    p.add_argument("--format", choices=("table", "json", "ktap", "junit", "html"), default="table",
+                   help="what to print: a per-rule table (default), a machine-readable report, or the "
+                        "self-contained HTML report (every run also writes report.html to its folder)")
     p.add_argument("--output", metavar="FILE", help="write the --format report to FILE instead of stdout")
+    p.add_argument("--triage-budget", type=float, metavar="SECONDS",
+                   default=float(os.environ.get("KCONFORM_TRIAGE_BUDGET", "30") or 0),
+                   help="minimise each new finding (host, el2) within this many seconds in all, writing "
+                        "<reproducer>.min.kcs beside it (kconform triage; default 30, or "
+                        "$KCONFORM_TRIAGE_BUDGET; 0: off)")
     p.add_argument("--baseline", metavar="FILE", default=None,
                    help="the reviewed known findings (default: ci/known-findings.json)")
     p.add_argument("--report-dir", metavar="DIR",
@@ -120,17 +126,99 @@ def _add_run(sub) -> None:
 
 def _add_bench(p) -> None:
     from kconform.commands.bench import DEFAULT_SELECTORS, SELECTORS
-    from kconform.selftest.mutant_ttf import TTF_DEFAULT_MUTANTS
+    from kconform.selftest.mutant_ttf import FAMILIES, NIGHTLY, SLICE, SLICE_MUTANTS, START_CORPORA
     p.add_argument("--repetitions", type=int, default=5, metavar="N", help="runs per benchmark (median; default 5)")
     p.add_argument("--output", metavar="FILE", help="JSON file (default: reports/bench/<time>.json)")
     p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NAME,NAME",
                    help=f"only these benchmarks ({', '.join(SELECTORS)}; default: {', '.join(DEFAULT_SELECTORS)})")
-    p.add_argument("--mutants", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NN,NN",
-                   help=f"mutant-ttf: these mutants (default {','.join(TTF_DEFAULT_MUTANTS)})")
-    p.add_argument("--mutant-budget", type=int, default=60, metavar="S",
-                   help="mutant-ttf: seconds of fuzzing per run (and for the reference's background; default 60)")
-    p.add_argument("--mutant-runs", type=int, default=3, metavar="N",
-                   help="mutant-ttf: runs per mutant, seeds 101.. (median; default 3)")
+    csv = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
+    p.add_argument("--mutants", type=csv, metavar="NN,NN",
+                   help="mutant-ttf: these mutants (NN or name in each --mutant-family, or family:NN; default: "
+                        f"the slice {','.join(SLICE_MUTANTS)}, or every mutant of the families given)")
+    p.add_argument("--mutant-family", type=csv, metavar="F,F",
+                   help=f"mutant-ttf: families ({', '.join(FAMILIES)}; default both)")
+    p.add_argument("--mutant-corpus", type=csv, metavar="C,C",
+                   help=f"mutant-ttf: start corpora ({', '.join(START_CORPORA)}; default seeds, --nightly both)")
+    p.add_argument("--mutant-budget", type=int, default=None, metavar="S",
+                   help=f"mutant-ttf: seconds of fuzzing per run (default {SLICE['budget']}, --nightly "
+                        f"{NIGHTLY['budget']})")
+    p.add_argument("--mutant-runs", type=int, default=None, metavar="N",
+                   help=f"mutant-ttf: runs per mutant and start corpus, seeds 101.. (median; default "
+                        f"{SLICE['runs']}, --nightly {NIGHTLY['runs']})")
+    p.add_argument("--nightly", action="store_true",
+                   help="mutant-ttf: the full matrix (every mutant of both families, both start corpora, "
+                        f"{NIGHTLY['runs']} runs of {NIGHTLY['budget']} s); explicit flags still apply")
+    p.add_argument("--fuzz-time", default="60s", metavar="T",
+                   help="fuzz-el2: how long `kconform fuzz` runs (default 60s; the issue's figure is 10m)")
+    p.add_argument("--fuzz-jobs", type=int, default=1, metavar="N", help="fuzz-el2: its --jobs (default 1)")
+
+
+def _add_bisect_ci(sub) -> None:
+    p = sub.add_parser("bisect", help="the first commit (or Debian series) where a finding appears or disappears",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="FINDING is a scenario file (a reproducer `run` saved in <report>/findings). "
+                                   "Both ends are run first: the finding's signatures (kind, rules, op kind) at "
+                                   "one end and not the other are what is bisected. With a git tree, "
+                                   "`git bisect run` (in a private linked worktree, --no-checkout: your checkout "
+                                   "is never touched) builds and runs the finding at each commit it picks "
+                                   "(EL2: that commit's ffa.c, rebuilt by content); a commit that does not "
+                                   "build is skipped. With a Debian range, each series in version order.",
+                       epilog="examples:\n"
+                              "  ./kconform bisect finding.kcs --tree debian:6.12..debian:7.3\n"
+                              "  ./kconform bisect finding.kcs --tree ~/linux --good v7.2 --bad HEAD\n"
+                              "  ./kconform bisect finding.kcs --tree ~/linux --good A --bad B --target qemu\n"
+                              "\nexit status: 1 the commit that introduced the finding was named, 0 the commit "
+                              "that fixed it\n(present at --good, gone at --bad) was named, 2 kconform could "
+                              "not say (ends alike,\nonly skipped commits left, bad input)." + INTERRUPTED_EPILOG)
+    p.add_argument("findings", nargs="*", metavar="FINDING", help="scenario files (text or binary)")
+    p.add_argument("--tree", metavar="RANGE|PATH",
+                   help="debian:A..debian:B (series kconform knows, in version order) or a git tree")
+    p.add_argument("--good", metavar="REV", help="git tree: the old end (where the finding's state is the old one)")
+    p.add_argument("--bad", metavar="REV", help="git tree: the new end")
+    p.add_argument("--target", default="el2", metavar="el2|qemu",
+                   help="el2 (default): the tree's ffa.c in process; qemu: a small kernel built from the "
+                        "tree (run --target qemu --build; minutes per cold build)")
+    p.add_argument("--page-size", action="append", metavar="SIZE", help="el2: host PAGE_SIZE (repeatable; default 4K)")
+    p.add_argument("--apply", metavar="PATCH", help="apply this patch to every revision first")
+    p.add_argument("--signature", metavar="TEXT",
+                   help="bisect only the signatures (or scenarios) containing TEXT, e.g. a rule ID")
+    p.add_argument("--watchdog", type=float, default=2.0, metavar="SECONDS",
+                   help="el2: an op running longer is a hang finding (default 2; 0 off)")
+    p.add_argument("--out", metavar="DIR", help="where to make the report folder (default: reports/bisect)")
+    p.add_argument("--step", metavar="PLAN", help=argparse.SUPPRESS)  # what git bisect run calls
+
+    p = sub.add_parser("ci", help="a pull request's check for a kernel tree: findings the head introduces over the base",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Runs every applicable target on both revisions of a git tree (EL2 when the "
+                                   "tree has ffa.c; QEMU when virt/kvm/guest_memfd.c differs), compares their "
+                                   "findings by (target and page size, scenario, signature) and fails only on "
+                                   "findings the head introduces; then a bounded fuzz run seeded with --corpus. "
+                                   "Writes ci-summary.md (for a PR comment), ci.json, report.html and the "
+                                   "head's reproducers to the report folder. Templates for GitHub Actions, "
+                                   "GitLab CI and KernelCI: ci/templates.",
+                       epilog="examples:\n"
+                              "  ./kconform ci --tree ~/linux --base origin/master --head HEAD\n"
+                              "  ./kconform ci --tree . --base $BASE --fuzz-time 0 --page-size 4K\n"
+                              "\nexit status: 0 no finding introduced, 1 a finding introduced (named), "
+                              "2 kconform could not run." + INTERRUPTED_EPILOG)
+    p.add_argument("--tree", metavar="PATH", help="the kernel tree (a git folder)")
+    p.add_argument("--base", metavar="REV", help="the revision the change is judged against")
+    p.add_argument("--head", metavar="REV", help="the revision judged (default HEAD)")
+    p.add_argument("--target", action="append", metavar="el2|qemu",
+                   help="only these targets (repeatable; default: every one the tree and change call for)")
+    p.add_argument("--page-size", action="append", metavar="SIZE", help="el2: host PAGE_SIZE (repeatable; default 4K and 16K)")
+    p.add_argument("--watchdog", type=float, default=2.0, metavar="SECONDS",
+                   help="el2: an op running longer is a hang finding (default 2; 0 off)")
+    p.add_argument("--fuzz-time", default="60s", metavar="DURATION",
+                   help="the bounded fuzz run after the comparison (kconform fuzz, el2 4K; default 60s; 0: off)")
+    p.add_argument("--corpus", metavar="DIR", help="seed the fuzz run with this corpus (e.g. the base's, cached)")
+    p.add_argument("--fuzz-grace", type=int, default=1200, metavar="SECONDS",
+                   help="the fuzz run is ended after --fuzz-time plus this (its build, seeding, merging; "
+                        "default 1200)")
+    p.add_argument("--out", metavar="DIR", help="where to make the report folder (default: reports/ci)")
+    p.add_argument("--summary", metavar="FILE",
+                   help="also append the summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Exit 1 if a new finding was stored.",
                        epilog="examples:\n  ./kconform fuzz --engine libfuzzer --target host --time 8h --jobs 2\n"
                               "  ./kconform fuzz --engine afl --target el2 --page-size 16K --time 1h\n"
+                              "  ./kconform fuzz status reports/fuzz/host        # a running or finished campaign\n"
+                              "  ./kconform fuzz status --json reports/fuzz\n"
                               + INTERRUPTED_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("libfuzzer", "afl"), default="libfuzzer")
@@ -217,9 +307,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="FILE", help="known findings (default: ci/known-findings.json)")
     p.add_argument("--out", metavar="DIR", help="instead of reports/fuzz: DIR/<target>/...")
     p.add_argument("--no-merge", action="store_true", help="skip merging and minimising the corpus at the end")
+    p.add_argument("--sanitizers", choices=("asan", "none"), default="asan",
+                   help="asan (default): ASan+UBSan catch memory errors in the code under test; none: "
+                        "the oracle is the only crash condition, several times the executions per second "
+                        "(presets fuzz-<engine> and fuzz-<engine>-plain)")
+    p.add_argument("--rss-limit", type=int, default=2048, metavar="MB",
+                   help="memory limit of each fuzzing process (libFuzzer -rss_limit_mb/-malloc_limit_mb; "
+                        "AFL++: ASan's hard_rss_limit_mb; default 2048)")
+    p.add_argument("--max-corpus", type=int, default=1024, metavar="MB",
+                   help="minimise the corpus as soon as it passes this size (0: no limit; default 1024)")
+    p.add_argument("--minimize-every", default="1h", metavar="DURATION",
+                   help="minimise the corpus this often during the run (0: only at the end; default 1h)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    fsub = p.add_subparsers(dest="fuzz_command", metavar="[status DIR]", required=False)
+    c = fsub.add_parser("status", help="a running or finished campaign: executions, exec/s, corpus, rule sides "
+                                       "reached, findings new/known, time left, disk used, running or not",
+                        description="The state of a fuzz campaign from its folder: running (its pid is "
+                                    "alive), ended, or INCOMPLETE (its process is gone); executions, exec/s, "
+                                    "corpus (files, bytes), rule sides reached (N of 2 x the ABI's rules), "
+                                    "findings new/stored before/known per signature, time left, disk used.")
+    c.add_argument("dir", metavar="DIR", help="the --out folder or reports/fuzz/<target>")
+    c.add_argument("--json", action="store_true", help="machine-readable")
 
-    p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, qemu")
+    p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, fuzz-el2, qemu")
     _add_bench(p)
 
     p = sub.add_parser("selftest", help="the suite's self-tests: kill the mutants of our reference implementations; "
@@ -275,6 +385,105 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", metavar="DIR", help="where to make the report folder (default: reports/out)")
     p.add_argument("--output", metavar="FILE", help="cost: JSON file (default: targets/el2/reclaim2/cost.json)")
 
+    p = sub.add_parser("triage", help="reproduce, minimise, explain and group findings",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Each FINDING is a scenario file (a reproducer `run` saved in <report>/findings, "
+                                   "a finding `fuzz` stored, .kcs or .kcsb). Every distinct signature it shows on the "
+                                   "target (kind, rules violated at one op, that op's kind) is reproduced --runs times "
+                                   "(deterministic or not), minimised by delta debugging over the scenario's structure "
+                                   "(fewest ops, then arguments left out or made smaller, keeping the signature; "
+                                   "bounded by --budget), explained (each rule's statement, citation and SPEC.md clause "
+                                   "quoted, expected against observed, the model's note) and recorded in the triage "
+                                   "index, which groups signatures across runs and campaigns with counts and first/last "
+                                   "seen. The minimised reproducer is written to the report folder; the input is never "
+                                   "changed.",
+                       epilog="examples:\n"
+                              "  ./kconform triage reports/out/<run>/findings/*.kcs\n"
+                              "  ./kconform triage --target el2 --tree debian:7.2 --page-size 16K finding.kcs\n"
+                              "  ./kconform triage --target qemu --budget 600 reports/out/<run>/findings/x.kcs\n"
+                              "\nexit status: 0 nothing reproduced, 1 a finding reproduced, 2 kconform could not run")
+    p.add_argument("findings", nargs="+", metavar="FINDING", help="scenario files (text or binary)")
+    p.add_argument("--target", choices=("host", "el2", "qemu"),
+                   help="where to run them (default: el2 for FF-A scenarios, host for guest_memfd)")
+    p.add_argument("--tree", metavar="SPEC|PATH", help="el2 (and qemu --build): the kernel tree, as for run")
+    p.add_argument("--apply", metavar="PATCH", help="apply this patch to the tree first, as for run")
+    p.add_argument("--page-size", metavar="SIZE", help="el2: the host PAGE_SIZE (default 4K)")
+    p.add_argument("--asan", action="store_true", help="el2: the ASan+UBSan build")
+    p.add_argument("--kernel", metavar="PATH", help="qemu: boot this kernel")
+    p.add_argument("--build", action="store_true", help="qemu: build the kernel from --tree (+ --apply)")
+    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg", help="qemu: accelerator (default tcg)")
+    p.add_argument("--runs", type=int, default=3, metavar="N", help="reproduce each signature N times (default 3)")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
+                   help="minimising time per signature (default 120)")
+    p.add_argument("--max-runs", type=int, default=2000, metavar="N",
+                   help="at most N candidate runs per signature while minimising (default 2000)")
+    p.add_argument("--signature", metavar="TEXT", help="only signatures containing TEXT (e.g. a rule ID)")
+    p.add_argument("--no-lines", action="store_true",
+                   help="el2: skip listing the lines of ffa.c the diverging op executed (needs a coverage build)")
+    p.add_argument("--out", metavar="DIR", help="where to make the report folder (default: reports/triage)")
+    p.add_argument("--index", metavar="FILE", help="the triage index (default: reports/triage/index.json)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("coverage", help="line/branch coverage of the tree's ffa.c by each corpus",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Builds the EL2 runner of the tree with clang's source-based coverage "
+                                   "(build/el2/<tree>-cov) and runs each corpus through it: the directed suite "
+                                   "(corpora/ffa), the Z3 cases (corpora/z3/ffa) and the fuzz corpus "
+                                   "(reports/fuzz/el2/corpus), each separately and then together. Prints line, "
+                                   "branch and function coverage of arch/arm64/kvm/hyp/nvhe/ffa.c (with --apply, "
+                                   "the patched ffa.c, e.g. our RECLAIM2 implementation), the functions never "
+                                   "reached and the branch sides never taken; coverage.json in the report folder.",
+                       epilog="examples:\n"
+                              "  ./kconform coverage --target el2\n"
+                              "  ./kconform coverage --target el2 --apply targets/el2/reclaim2/reclaim2.patch --html\n"
+                              "  ./kconform coverage --target el2 --corpus directed --corpus mine=path/to/dir")
+    p.add_argument("--target", choices=("el2",), default="el2", help="the target (el2: the tree's ffa.c)")
+    p.add_argument("--tree", metavar="SPEC|PATH", help="the kernel tree (default debian:7.3)")
+    p.add_argument("--apply", metavar="PATCH", help="apply this patch to the tree first")
+    p.add_argument("--page-size", default="4K", metavar="SIZE", help="host PAGE_SIZE of the build (default 4K)")
+    p.add_argument("--corpus", action="append", metavar="NAME|NAME=PATH[,PATH]",
+                   help="a corpus to measure: directed, z3, fuzz, or a name for your own files/folders "
+                        "(repeatable; default: directed, z3 and fuzz when it exists)")
+    p.add_argument("--html", action="store_true", help="also llvm-cov's line-by-line HTML view of ffa.c")
+    p.add_argument("--out", metavar="DIR", help="where to make the report folder (default: reports/coverage)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p = sub.add_parser("export", help="a finding as a standalone C reproducer, a kselftest, or an EL2 build",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="FINDING is a reproducer `run` saved (<report>/findings/*.kcs) or one `triage` "
+                                   "minimised (*.min.kcs): its header names the op and the outcomes the model allows. "
+                                   "--as c: one C file that needs only gcc and the kernel's uapi headers; it performs "
+                                   "the guest_memfd scenario as the host target does, prints every op, the expected and "
+                                   "the observed outcome, and exits 1 when the finding reproduces, 0 when the kernel "
+                                   "behaves as expected, 4 when it lacks guest_memfd (kselftest codes). --as kselftest: "
+                                   "one static test function in the shape of tools/testing/selftests/kvm/"
+                                   "guest_memfd_test.c. --as el2 (FF-A findings): a folder with the scenario and a "
+                                   "build.sh that builds the tree's ffa.c with kconform's stand-ins (CMake) and runs it.",
+                       epilog="examples:\n"
+                              "  ./kconform export --as c reports/out/<run>/findings/x.kcs -o repro.c\n"
+                              "  gcc -O2 -o repro repro.c && ./repro\n"
+                              "  ./kconform export --as kselftest x.min.kcs\n"
+                              "  ./kconform export --as el2 reports/out/<run>/findings/y.kcs -o repro-el2 && "
+                              "repro-el2/build.sh\n"
+                              "  ./kconform export --as c x.kcs -o repro.c --qemu   (run it in a guest)\n"
+                              "\nexit status: 0 written, 2 kconform could not export (no such file, not a finding, "
+                              "an ABI or op --as cannot express)")
+    p.add_argument("finding", metavar="FINDING", help="the finding's scenario file (text or binary)")
+    p.add_argument("--as", dest="as_", choices=("c", "kselftest", "el2"), required=True,
+                   help="c: standalone reproducer; kselftest: a test function; el2: an FF-A build folder")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="c, kselftest: the file to write (default stdout); el2: the folder to make (required)")
+    p.add_argument("--tree", metavar="SPEC|PATH",
+                   help="el2: the kernel tree (default: the one in the finding's re-run line, else debian:7.3)")
+    p.add_argument("--page-size", metavar="SIZE",
+                   help="el2: host PAGE_SIZE (default: the finding's, else 4K)")
+    p.add_argument("--qemu", action="store_true",
+                   help="c: also build it with gcc -static and run it inside a kernel booted in QEMU (Debian's "
+                        "7.3, or --kernel), printing its output; the exit status is then the reproducer's "
+                        "(0 as expected, 1 the finding reproduces; its skip, 4, exits 2)")
+    p.add_argument("--kernel", metavar="PATH", help="with --qemu: boot this bzImage (KVM built in)")
+    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg", help="with --qemu: accelerator (default tcg)")
+    _add_bisect_ci(sub)
+
     p = sub.add_parser("scenario", help="check or convert scenario files",
                        description="check: parse files and report the first malformed one; "
                                    "convert: text to binary (--to binary --out-dir DIR) or back (--to text)")
@@ -302,6 +511,11 @@ COMMANDS = {
     "gen": ("kconform.commands.gen", "cmd_gen"),
     "tree": ("kconform.commands.tree", "cmd_tree"),
     "selftest": ("kconform.commands.selftest", "cmd_selftest"),
+    "triage": ("kconform.commands.triage", "cmd_triage"),
+    "coverage": ("kconform.commands.coverage", "cmd_coverage"),
+    "export": ("kconform.commands.export", "cmd_export"),
+    "bisect": ("kconform.commands.bisect", "cmd_bisect"),
+    "ci": ("kconform.commands.ci", "cmd_ci"),
 }
 
 
@@ -421,6 +635,17 @@ def _validate(args) -> None:
             check_writable_dir(args.report_dir, "--report-dir")
         if args.output:
             check_output_file(args.output, "--output")
+    elif cmd in ("bisect", "ci"):
+        from kconform.targets.el2 import parse_page_size
+        args.page_size = _dedup(args.page_size, "--page-size", parse_page_size, "building it")
+        for p in args.page_size or []:
+            parse_page_size(p)
+        if args.watchdog is not None and not args.watchdog >= 0:
+            raise ToolError(f"flag --watchdog: {args.watchdog} is not a non-negative number of seconds")
+        if args.out:
+            check_writable_dir(args.out, "--out")
+        if cmd == "ci" and args.summary:
+            check_output_file(args.summary, "--summary")
     elif cmd == "bench" and args.output:
         check_output_file(args.output, "--output")
     elif cmd == "gen" and args.out and not args.check:

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kconform.core.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import REPO, new_report_dir, reports_dir, runner_binary
-from kconform.engine import baseline, report
+from kconform.engine import baseline, report, report_html
 from kconform.engine.build import build_preset
 from kconform.engine.runner import Engine
 from kconform.engine.scenarios import expand, scenario_abi, scenario_files
@@ -270,12 +270,23 @@ def cmd_run(args, console: Console) -> int:
     if args.fault:  # judged by the lie, against a run without it (selftest/faults.py)
         code, fault_lines = faults.judge_run(plans, runs, out_dir, args.fault)
 
+    minimised = {}
+    budget = getattr(args, "triage_budget", 0) or 0
+    if new and budget > 0 and not args.fault:
+        from kconform.commands.triage import auto_triage
+        minimised = auto_triage(plans, runs, args, out_dir, budget, log)
+        for f in new:
+            if f.saved in minimised:
+                f.minimised = minimised[f.saved]["path"]
     atomic_write(out_dir / "report.json", report.to_json(runs, rules, stale, code))
     atomic_write(out_dir / "report.ktap", report.to_ktap(runs, rules, stale))
     atomic_write(out_dir / "report.junit.xml", report.to_junit(runs, rules))
+    html = report_html.to_html(runs, rules, stale, code, title=out_dir.name, minimised=minimised)
+    atomic_write(out_dir / "report.html", html)
     rendered = {"json": lambda: report.to_json(runs, rules, stale, code),
                 "ktap": lambda: report.to_ktap(runs, rules, stale),
-                "junit": lambda: report.to_junit(runs, rules)}
+                "junit": lambda: report.to_junit(runs, rules),
+                "html": lambda: html}
     if args.format == "table":
         for run in runs:
             report.print_table(console, run, rules, stale)

@@ -117,6 +117,8 @@ def finding_lines(f) -> list[str]:
         out.append(f"accepted: {f.baselined_by['reason']} ({f.baselined_by['date']})")
     if f.saved:
         out.append(f"scenario: {f.saved}")
+    if f.minimised:
+        out.append(f"minimal:  {f.minimised}")
     if f.rerun:
         out.append(f"re-run:   {f.rerun}")
     return out

@@ -88,6 +88,7 @@ class Finding:
     kind: str = ""      # one of KINDS (derived from rule and evidence when not given)
     rerun: str = ""     # set by `kconform run` once the reproducer is saved
     saved: str = ""     # the reproducer file (one per distinct finding)
+    minimised: str = ""  # its minimised form, when `run` triaged it in its budget (<saved>.min.kcs)
     finding_class: str = "conformance"  # one of CLASSES ("class" in the records and the JSON report)
 
     def __post_init__(self) -> None:

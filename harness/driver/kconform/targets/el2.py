@@ -72,14 +72,19 @@ def tree_content(tree: Path) -> str:
     return patches.content_key(Path(tree), list(NEEDED_PATHS))
 
 
+# clang's source-based coverage of the C compiled from the tree (ffa.c and the C
+# stand-ins): `kconform coverage` (engine/coverage.py).
+COVERAGE_FLAGS = "-fprofile-instr-generate -fcoverage-mapping"
+
+
 def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = False,
-          jobs: int | None = None, log=print) -> dict[int, Path]:
+          jobs: int | None = None, log=print, coverage: bool = False) -> dict[int, Path]:
     """Configures and builds the el2 runners of a tree; returns page size -> binary.
 
     The build folder is locked from the configure to the copy-out: each runner is copied
     to runners/<content hash>/ in the build folder, so a run keeps the binary built from
     the content it hashed even if another run rebuilds the folder for other content."""
-    out = REPO / "build" / "el2" / (tree_id + ("-asan" if sanitize else ""))
+    out = REPO / "build" / "el2" / (tree_id + ("-asan" if sanitize else "") + ("-cov" if coverage else ""))
     sizes = ";".join(str(p) for p in sorted(set(page_sizes)))
     log(f"kconform: building the EL2 handler of {tree_id} ({sizes.replace(';', ', ')} byte pages)")
     with locks.locked(out / locks.LOCK_NAME, f"the build folder build/el2/{out.name}", log):
@@ -88,7 +93,9 @@ def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = Fals
             cmake_build(out, definitions={
                             "CMAKE_C_COMPILER": "clang", "CMAKE_CXX_COMPILER": "clang++",
                             "CMAKE_BUILD_TYPE": "Debug" if sanitize else "RelWithDebInfo",
-                            "CMAKE_C_FLAGS": f"-D{CONTENT_DEFINE}={content[:32]}",
+                            "CMAKE_C_FLAGS": f"-D{CONTENT_DEFINE}={content[:32]}"
+                                             + (f" {COVERAGE_FLAGS}" if coverage else ""),
+                            "CMAKE_EXE_LINKER_FLAGS": "-fprofile-instr-generate" if coverage else "",
                             "KCONFORM_SANITIZE": "ON" if sanitize else "OFF",
                             "KCONFORM_PAGE_SIZE": sizes, "KCONFORM_EL2_REQUIRED": "ON",
                             "KCONFORM_TESTS": "OFF"},

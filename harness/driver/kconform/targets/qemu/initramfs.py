@@ -55,6 +55,18 @@ def _module_bytes(path: Path) -> bytes:
     return raw
 
 
+def module_files(kernel: Kernel, folder: str) -> list[tuple[str, bytes, int]]:
+    """The kernel's KVM modules (decompressed) as initramfs entries under folder, and
+    folder/order: their names in load order, for the init script's insmod loop."""
+    files, order = [], []
+    for m in kernel.modules:
+        name = re.sub(r"\.xz$", "", m.name)
+        files.append((f"{folder}/{name}", _module_bytes(m), 0o100644))
+        order.append(name)
+    files.append((f"{folder}/order", "".join(n + "\n" for n in order).encode(), 0o100644))
+    return files
+
+
 def build_initramfs(kernel: Kernel, agent: Path, pack_dir: Path, cache: Path,
                     log: Callable[[str], None]) -> Path:
     """The initramfs for kernel + these scenarios, cached by the hash of its content."""
@@ -65,12 +77,7 @@ def build_initramfs(kernel: Kernel, agent: Path, pack_dir: Path, cache: Path,
     files = [("init", INIT_SCRIPT.read_bytes(), 0o100755),
              ("bin/busybox", BUSYBOX.read_bytes(), 0o100755),
              ("kconform/agent", agent.read_bytes(), 0o100755)]
-    order = []
-    for m in kernel.modules:
-        name = re.sub(r"\.xz$", "", m.name)
-        files.append((f"kconform/modules/{name}", _module_bytes(m), 0o100644))
-        order.append(name)
-    files.append(("kconform/modules/order", "".join(n + "\n" for n in order).encode(), 0o100644))
+    files += module_files(kernel, "kconform/modules")
     for f in sorted(pack_dir.glob("*.kcsb")):
         files.append((f"kconform/scenarios/{f.name}", f.read_bytes(), 0o100644))
     archive = newc_archive(files)
