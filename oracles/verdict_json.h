@@ -36,10 +36,11 @@ class VerdictWriter {
   void plan(size_t scenarios, size_t ops);
   void target(const TargetIdentity& id);
   // contents: the content oracle's judgement after the op, if it ran;
-  // adopted: the model went on from a violating outcome (step.h).
+  // adopted: the model went on from a violating outcome (step.h); call: the
+  // op as format_op prints it, when the caller has it already.
   void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
           const Outcome& observed, const Verdict& verdict, const ContentCheck* contents = nullptr,
-          bool adopted = false);
+          bool adopted = false, const std::string* call = nullptr);
   void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps);
   void summary(size_t scenarios, size_t ops, size_t violations, double seconds,
                const FaultReport* fault = nullptr);
@@ -47,6 +48,13 @@ class VerdictWriter {
  private:
   void emit(const std::string& line);
   std::FILE* out_;
+  std::string line_;  // the op record being written, its buffer kept
 };
+
+// The op record as VerdictWriter::op writes it, built through nlohmann::json
+// (the reference the direct writer is tested against).
+std::string op_record_reference(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
+                                const Outcome& observed, const Verdict& verdict,
+                                const ContentCheck* contents = nullptr, bool adopted = false);
 
 }  // namespace kconform

@@ -1,6 +1,8 @@
 // The KCONFORM-CRASH marker (crash_marker.h).
 #include "harness/runner/crash_marker.h"
 
+#include "oracles/json_text.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -139,14 +141,37 @@ void install_crash_marker() {
 
 void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
                    const std::string& call) {
-  nlohmann::json j{{"scenario", scenario}, {"file", file}, {"index", index}, {"op", op}, {"call", call}};
+  // The fields of {"at", "call", "file", "index", "op", "ops", "scenario"}
+  // without their braces (the marker adds its own fields in front), written
+  // directly: this runs before every op (oracles/json_text.h).
+  thread_local std::string s;
+  s.assign("{");
   if (g_have_scenario) {
-    j["at"] = g_at;
-    j["ops"] = g_ops;
+    json_put_key(s, "at");
+    json_put_uint(s, g_at);
   }
-  std::string s = j.dump();
-  // Drop the braces: the marker adds its own fields in front.
-  s = s.substr(1, s.size() - 2);
+  // A call with a long hex payload is cut (the marker holds 4 KiB, and a JSON
+  // string cut by the copy below would not parse).
+  json_put_key(s, "call");
+  constexpr size_t kCallShown = 1024;
+  if (call.size() <= kCallShown)
+    json_put_string(s, call);
+  else
+    json_put_string(s, call.substr(0, kCallShown) + "... (" + std::to_string(call.size() - kCallShown) +
+                           " more bytes)");
+  json_put_key(s, "file");
+  json_put_string(s, file);
+  json_put_key(s, "index");
+  json_put_uint(s, index);
+  json_put_key(s, "op");
+  json_put_uint(s, op);
+  if (g_have_scenario) {
+    json_put_key(s, "ops");
+    json_put_uint(s, g_ops);
+  }
+  json_put_key(s, "scenario");
+  json_put_string(s, scenario);
+  s.erase(0, 1);
   g_have_in_flight = 0;
   std::strncpy(g_in_flight, s.c_str(), sizeof g_in_flight - 1);
   g_in_flight[sizeof g_in_flight - 1] = 0;

@@ -23,6 +23,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
                        VerdictWriter& writer, const InvariantSource* invariants, const StepObserver& on_step) {
   RunStats stats;
   StepResult r;
+  std::string call;  // the op in flight, as format_op prints it
   std::vector<StepResult> group;
   for (const LoadedScenario& ls : scenarios) {
     const Scenario& s = ls.scenario;
@@ -36,8 +37,8 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
       stats.unsupported += s.ops.size();
       continue;
     }
-    auto emit = [&](size_t i, const StepResult& res) {
-      writer.op(ref, i, res.expected, res.observed, res.verdict, &res.contents, res.adopted);
+    auto emit = [&](size_t i, const StepResult& res, const std::string* call = nullptr) {
+      writer.op(ref, i, res.expected, res.observed, res.verdict, &res.contents, res.adopted, call);
       switch (res.verdict.kind) {
         case VerdictKind::kViolation: ++stats.violations; break;
         case VerdictKind::kUnchecked: ++stats.unchecked; break;
@@ -70,11 +71,12 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
           i = end;
           continue;
         }
-        set_in_flight(s.name, ls.file, ls.index, i, format_op(s, i));
+        call = format_op(s, i);
+        set_in_flight(s.name, ls.file, ls.index, i, call);
         step(model, target, invariants, s, i, model_knows, &r);
         model_knows = r.model_knows;
         violated = violated || r.verdict.kind == VerdictKind::kViolation;
-        buffer ? kept.push_back(r) : emit(i, r);
+        buffer ? kept.push_back(r) : emit(i, r, &call);
         ++i;
       }
       target.end();

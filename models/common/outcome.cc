@@ -1,6 +1,7 @@
 // Printing outcomes for verdicts and diagnostics.
 #include "models/common/outcome.h"
 
+#include <charconv>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -19,24 +20,45 @@ std::string signal_name(int s) {
 }
 
 namespace {
-std::string hex(uint64_t v) {
+// "0x<hex>", as "0x%llx" prints it, without printf: verdicts print several
+// per op.
+void put_hex(std::string& s, uint64_t v) {
+  char buf[16];
+  int n = 0;
+  do {
+    buf[n++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v);
+  s += "0x";
+  while (n) s += buf[--n];
+}
+
+void put_dec(std::string& s, int64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, r.ptr);
 }
 
 // FF-A evidence: " x<i>=<hex>" for each register in mask, then " state=<hex>".
 // FFA_ERROR's status code (w2) is also shown as a signed number.
-std::string regs_evidence(const std::array<uint64_t, 8>& regs, uint8_t mask, bool with_state, uint64_t state) {
-  std::string s;
+void regs_evidence(std::string& s, const std::array<uint64_t, 8>& regs, uint8_t mask, bool with_state,
+                   uint64_t state) {
   for (int i = 0; i < 8; ++i) {
     if (!(mask >> i & 1)) continue;
-    s += " x" + std::to_string(i) + "=" + hex(regs[i]);
-    if (i == 2 && (mask & 1) && (regs[0] & 0xffffffffu) == 0x84000060u)  // FFA_ERROR
-      s += "(" + std::to_string(static_cast<int32_t>(regs[2] & 0xffffffffu)) + ")";
+    s += " x";
+    s += static_cast<char>('0' + i);
+    s += '=';
+    put_hex(s, regs[i]);
+    if (i == 2 && (mask & 1) && (regs[0] & 0xffffffffu) == 0x84000060u) {  // FFA_ERROR
+      s += '(';
+      put_dec(s, static_cast<int32_t>(regs[2] & 0xffffffffu));
+      s += ')';
+    }
   }
-  if (with_state) s += " state=" + hex(state);
-  return s;
+  if (with_state) {
+    s += " state=";
+    put_hex(s, state);
+  }
 }
 // "errno EINVAL" / "signal SIGBUS": an error outcome, observed or allowed.
 std::string failure(Outcome::Kind kind, int64_t value) {
@@ -47,24 +69,49 @@ std::string failure(Outcome::Kind kind, int64_t value) {
 }  // namespace
 
 std::string to_string(const Outcome& o) {
-  std::string s = o.kind != Outcome::Kind::kOk ? failure(o.kind, o.value)
-                  : o.aux                        ? "ok " + std::to_string(o.value) + " aux=" + hex(o.aux)
-                                                 : "ok " + std::to_string(o.value);
+  std::string s;
+  s.reserve(128);
+  if (o.kind != Outcome::Kind::kOk) {
+    s = failure(o.kind, o.value);
+  } else {
+    s += "ok ";
+    put_dec(s, o.value);
+    if (o.aux) {
+      s += " aux=";
+      put_hex(s, o.aux);
+    }
+  }
   // FF-A outcomes carry registers and a state digest: show the non-zero ones.
   uint8_t mask = 0;
   for (int i = 0; i < 8; ++i)
     if (o.regs[i]) mask |= static_cast<uint8_t>(1u << i);
-  return s + regs_evidence(o.regs, mask, o.state != 0, o.state);
+  regs_evidence(s, o.regs, mask, o.state != 0, o.state);
+  return s;
 }
 
 std::string to_string(const Allowed& a) {
-  std::string s = a.kind != Outcome::Kind::kOk
-                      ? failure(a.kind, a.lo)
-                      : "ok " + std::to_string(a.lo) + (a.lo == a.hi ? "" : ".." + std::to_string(a.hi));
-  if (a.kind == Outcome::Kind::kOk && a.check_aux) s += " aux=" + hex(a.aux);
+  std::string s;
+  s.reserve(128);
+  if (a.kind != Outcome::Kind::kOk) {
+    s = failure(a.kind, a.lo);
+  } else {
+    s += "ok ";
+    put_dec(s, a.lo);
+    if (a.lo != a.hi) {
+      s += "..";
+      put_dec(s, a.hi);
+    }
+  }
+  if (a.kind == Outcome::Kind::kOk && a.check_aux) {
+    s += " aux=";
+    put_hex(s, a.aux);
+  }
   // FF-A: the registers the model constrains and the state it demands.
-  s += regs_evidence(a.regs, a.regs_mask, a.check_state, a.state);
-  return s + " [" + rule_info(a.rule).id + "]";
+  regs_evidence(s, a.regs, a.regs_mask, a.check_state, a.state);
+  s += " [";
+  s += rule_info(a.rule).id;
+  s += ']';
+  return s;
 }
 
 }  // namespace kconform

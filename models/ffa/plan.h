@@ -91,6 +91,7 @@ struct El3Probe {
   // The hypervisor's RX buffer as the calls leave it (rx_written: differs
   // from memory), and a retrieve response one of them started.
   bool rx_written = false;
+  uint32_t rx_valid = 0;  // rx[0, rx_valid) holds the buffer; past it reads 0
   uint8_t rx[kMaxDescBytes] = {};
   bool response_built = false;
   uint8_t response[kMaxDescBytes] = {};

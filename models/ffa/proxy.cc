@@ -260,7 +260,7 @@ void Plan::relay(const Relay& r, uint64_t out[kNumRegs], Hits* hits_to) {
   w.spmc.answer(r.in, tx, probe_.session, ans, hits_to ? *hits_to : unused);
   probe_.session = ans.after;
   if (ans.slot >= 0) {
-    probe_.changed = ans.tx;
+    copy_transaction(probe_.changed, ans.tx);
     probe_.overlay = {ans.slot, &probe_.changed};
   }
   if (ans.respond >= 0) {
@@ -270,10 +270,17 @@ void Plan::relay(const Relay& r, uint64_t out[kNumRegs], Hits* hits_to) {
     probe_.response_built = true;
   }
   if (ans.rx_chunk && w.spmc.phys(ans.after.rx_pa, ans.rx_len)) {
-    if (!probe_.rx_written) read_hyp_rx(probe_.rx, kMaxDescBytes);
+    if (!probe_.rx_written) {
+      // The buffer as memory holds it (mbox_bytes; past them RX reads 0).
+      const uint64_t mbox = w.profile->mbox_bytes();
+      probe_.rx_valid = static_cast<uint32_t>(mbox < kMaxDescBytes ? mbox : kMaxDescBytes);
+      read_hyp_rx(probe_.rx, probe_.rx_valid);
+    }
     probe_.rx_written = true;
     const uint8_t* src = probe_.response_built ? probe_.response : w.spmc.response().data();
-    for (uint32_t i = 0; i < ans.rx_len; ++i) probe_.rx[i] = src[ans.rx_from + i];
+    const uint32_t n = ans.rx_len < kMaxDescBytes ? ans.rx_len : kMaxDescBytes;
+    for (uint32_t i = 0; i < n; ++i) probe_.rx[i] = src[ans.rx_from + i];
+    if (n > probe_.rx_valid) probe_.rx_valid = n;
   }
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
 }
@@ -283,7 +290,7 @@ bool Plan::el3_page_held(uint64_t pa) const { return w_->spmc.page_held(pa, prob
 
 void Plan::read_hyp_rx(uint8_t* dst, uint32_t len) const {
   if (probe_.rx_written) {
-    for (uint32_t i = 0; i < len; ++i) dst[i] = probe_.rx[i];
+    for (uint32_t i = 0; i < len; ++i) dst[i] = i < probe_.rx_valid ? probe_.rx[i] : 0;
     return;
   }
   const uint64_t mbox = w_->profile->mbox_bytes();

@@ -36,14 +36,31 @@ struct RangeList {
   Constituent* added = nullptr;
   uint32_t n_added = 0;
 
+  // The highest end address of them all (once kept is counted): a constituent
+  // that starts at or past it overlaps none, which spares the scan over all of
+  // them when constituents come in address order, as they usually do.
+  uint64_t max_end = 0;
+  bool kept_counted = false;
+
   uint32_t size() const { return n_kept + n_added; }
-  bool overlaps(const Constituent& c) const {
+  bool overlaps(const Constituent& c) {
+    if (!kept_counted) {
+      for (uint32_t j = 0; j < n_kept; ++j) note_end(kept[j]);
+      kept_counted = true;
+    }
+    if (c.address >= max_end) return false;
     for (uint32_t j = 0; j < size(); ++j)
       if (ranges_overlap(c, j < n_kept ? kept[j] : added[j - n_kept])) return true;
     return false;
   }
   void push(const Constituent& c) {
-    if (size() < kMaxRanges) added[n_added++] = c;
+    if (size() >= kMaxRanges) return;
+    added[n_added++] = c;
+    note_end(c);
+  }
+  void note_end(const Constituent& c) {
+    const uint64_t end = c.address + uint64_t{c.pages} * kFfaPage;
+    if (end > max_end) max_end = end;
   }
   static bool ranges_overlap(const Constituent& a, const Constituent& b) {
     return a.address < b.address + uint64_t{b.pages} * kFfaPage && b.address < a.address + uint64_t{a.pages} * kFfaPage;

@@ -278,7 +278,8 @@ bool Spmc::page_held(uint64_t pa, TableOverlay o) const {
 // A new transaction in slot, with the session's next handle.
 void Spmc::new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_len) const {
   r.ans.slot = slot;
-  r.ans.tx = Transaction{};
+  static const Transaction kEmpty{};
+  copy_transaction(r.ans.tx, kEmpty);
   r.ans.tx.live = true;
   r.ans.tx.handle = r.s().next_handle++;
   r.ans.tx.kind = kind;
@@ -510,7 +511,7 @@ void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
             for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
         }
     }
-    std::memcpy(&tx_[ans.slot], &ans.tx, sizeof(Transaction));
+    copy_transaction(tx_[ans.slot], ans.tx);
     dirty_slots_ |= 1u << ans.slot;
   }
   session_ = ans.after;
@@ -700,7 +701,7 @@ void Spmc::frag_tx(Reply& r) const {
     return r.error(kInvalidParameters);
   }
   r.ans.slot = slot_of(t);
-  r.ans.tx = *t;
+  copy_transaction(r.ans.tx, *t);
   auto abort = [&](int32_t code) {
     r.ans.tx.live = false;
     s.sending = false;
@@ -926,7 +927,7 @@ void Spmc::reclaim(Reply& r) const {
   }
   h.pass(kFfaSpmcReclaimFlags);
   r.ans.slot = slot_of(t);
-  r.ans.tx = *t;
+  copy_transaction(r.ans.tx, *t);
   r.ans.tx.live = false;
   r.ans.zero_released = flags & kReclaimZero;
   if (r.s().resp_active && r.s().resp_handle == t->handle) r.s().resp_active = false;
@@ -1019,7 +1020,7 @@ void Spmc::reclaim2(Reply& r) const {
     if (s.fault_value < asked) n = s.fault_value;
   }
   r.ans.slot = slot_of(t);
-  r.ans.tx = *t;
+  copy_transaction(r.ans.tx, *t);
   r.ans.zero_released = args.flags & kReclaimZero;
   Transaction& after = r.ans.tx;
   const uint64_t done = for_each_reclaim2_page(r.tx, args, n, [&](uint64_t pa) {
@@ -1056,7 +1057,7 @@ void Spmc::answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& an
       continue;
     }
     ans.slot = slot_of(t);
-    ans.tx = *t;
+    copy_transaction(ans.tx, *t);
     ans.tx.retrieved[i] = retrieve;
     return set_success(ans.out);
   }

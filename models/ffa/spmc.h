@@ -9,6 +9,10 @@
 // proxy model asks answer() what EL3 would say without changing anything.
 #pragma once
 
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -89,6 +93,20 @@ struct Transaction {
   // order), or -1.
   int64_t page_index(uint64_t pa) const;
 };
+
+// Copies what a transaction holds: its fields and its first n_ranges
+// constituents (the entries past n_ranges are never read). A whole copy is
+// 42 KiB, made several times per relayed call otherwise. Restore and
+// snapshot copy whole transactions, so restored state stays byte-exact.
+inline void copy_transaction(Transaction& dst, const Transaction& src) {
+  static_assert(std::is_trivially_copyable_v<Transaction> && std::is_standard_layout_v<Transaction>);
+  constexpr size_t head = offsetof(Transaction, ranges), tail = offsetof(Transaction, total_pages);
+  const uint32_t n = src.n_ranges < kMaxRanges ? src.n_ranges : kMaxRanges;
+  std::memcpy(static_cast<void*>(&dst), &src, head);
+  std::memcpy(dst.ranges, src.ranges, n * sizeof(Constituent));
+  std::memcpy(reinterpret_cast<char*>(&dst) + tail, reinterpret_cast<const char*>(&src) + tail,
+              sizeof(Transaction) - tail);
+}
 
 // The Normal world's side of the SPMC: its mailbox pair, the exchanges in
 // flight through it, the next handle and the armed fault.

@@ -1,0 +1,23 @@
+// JSON text written directly into a string, byte for byte as
+// nlohmann::json::dump() prints the same values (keys are the caller's to
+// order as json's std::map would: alphabetically). For the records written per
+// op (the verdict stream, the crash marker's op in flight), where building a
+// json tree cost more than the op. Tested against json::dump() in
+// verdict_json_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kconform {
+
+// A JSON string: \" \\ \b \f \n \r \t, other control bytes as \u00xx, UTF-8
+// as it is; a string that is not UTF-8 is refused as nlohmann refuses it
+// (json::type_error).
+void json_put_string(std::string& o, std::string_view v);
+// "key": preceded by a comma unless o holds only the opening brace.
+void json_put_key(std::string& o, const char* key);
+void json_put_uint(std::string& o, uint64_t v);
+
+}  // namespace kconform
