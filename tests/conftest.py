@@ -37,6 +37,12 @@ def nightly(why: str):
     return pytest.mark.skipif(os.environ.get("KCONFORM_NIGHTLY", "") in ("", "0"), reason=NIGHTLY_SKIP + why)
 
 
+def is_nightly() -> bool:
+    """KCONFORM_NIGHTLY=1: the whole long matrices (every mutant, every fault cell);
+    otherwise (CI, a developer's run) a fixed slice of each."""
+    return os.environ.get("KCONFORM_NIGHTLY", "") not in ("", "0")
+
+
 def ci_mode() -> bool:
     return os.environ.get("KCONFORM_CI", "") not in ("", "0")
 

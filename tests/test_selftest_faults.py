@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, have_kvm, kconform
+from conftest import REPO, have_kvm, is_nightly, kconform
 
 from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from kconform.engine.verdicts import read_stream
@@ -166,10 +166,15 @@ def test_a_fault_that_never_fires_is_reported_as_never_fired(tmp_path):
 def test_every_cell_of_the_matrix_is_detected_or_a_known_blind_spot(tmp_path, engine):
     targets = ["host", "el2"] if have_kvm() else ["el2"]
     args = ["selftest", "faults", "--format", "json", "--report-dir", str(tmp_path)]
+    table = faults.applicable(engine)
+    # Without KCONFORM_NIGHTLY, every third cell of each ABI's matrix (a fixed
+    # slice, both targets); the whole matrix is the nightly run's.
+    want = {abi: (cells if is_nightly() else cells[::3]) for abi, cells in table.items()}
+    if not is_nightly():
+        args += ["--only", ",".join(c for t in targets for c in want[faults.TARGETS[t]])]
     r = kconform(*args, *(["--target", "el2"] if targets == ["el2"] else []), timeout=900)
     assert r.returncode in (EXIT_CLEAN, EXIT_VIOLATIONS), r.stderr
     doc = json.loads(r.stdout)
-    table = faults.applicable(engine)
     spots = faults.load_blind_spots()
     failing, stale = [], []
     assert [m["target"] for m in doc["targets"].values()] == targets
@@ -177,7 +182,7 @@ def test_every_cell_of_the_matrix_is_detected_or_a_known_blind_spot(tmp_path, en
         abi = faults.TARGETS[m["target"]]
         profile = m["identity"]["profile"]
         cells = {c["fault"]: c for c in m["cells"]}
-        assert list(cells) == table[abi], f"{label}: the matrix is not every applicable fault"
+        assert list(cells) == want[abi], f"{label}: the matrix is not every fault asked for"
         for fault, c in cells.items():
             assert c["outcome"] in faults.OUTCOMES
             assert (c["outcome"] == faults.NEVER_FIRED) == (c["fired"] == 0), c
@@ -189,7 +194,7 @@ def test_every_cell_of_the_matrix_is_detected_or_a_known_blind_spot(tmp_path, en
         # every entry for this target and profile names a cell of the matrix
         for s in spots:
             if s["target"] == m["target"] and s.get("profile", profile) == profile:
-                assert s["fault"] in cells, f"blind spot {s['fault']} is no cell of {label}'s matrix"
+                assert s["fault"] in table[abi], f"blind spot {s['fault']} is no cell of {label}'s matrix"
     assert not failing, ("cells neither detected nor a known blind spot (targets/faulty/blind_spots.json):\n"
                          + "\n".join(failing))
     assert not stale, "detected, yet listed as blind spots (remove them): " + ", ".join(stale)

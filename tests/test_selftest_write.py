@@ -13,13 +13,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import kconform, kill_matrix
+from conftest import is_nightly, kconform, kill_matrix
 from test_qemu import _kernel_build_missing
 
 
 def _matrix(tmp_path):
     return kill_matrix(tmp_path, "gmem")
 
+
+WRITE_SLICE = ("01", "06", "12", "13")
 
 # Each mutant's fault and a rule that must catch it (targets/qemu/write/MUTANTS.md).
 EXPECTED_KILLERS = {
@@ -36,16 +38,22 @@ def test_every_write_mutant_is_killed_inside_qemu(tmp_path):
     why = _kernel_build_missing()
     if why:
         pytest.skip(why)
-    r = kconform("selftest", "mutants", "--abi", "gmem", "--format", "json", "--report-dir", str(tmp_path),
+    # Without KCONFORM_NIGHTLY a fixed slice (the two that need the content and
+    # concurrency oracles, and two of the ABI checks): each mutant is a kernel
+    # build and boots; the whole matrix is the nightly run's.
+    only = [] if is_nightly() else ["--only", ",".join(WRITE_SLICE)]
+    r = kconform("selftest", "mutants", "--abi", "gmem", *only, "--format", "json", "--report-dir", str(tmp_path),
                  timeout=3600)
     m = _matrix(tmp_path)
     assert m["controls"]["stock"]["ok"], m["controls"]["stock"]
     assert m["controls"]["reference"]["ok"], m["controls"]["reference"]
     survivors = [x["mutant"] for x in m["mutants"] if x["status"] != "killed"]
     assert r.returncode == 0 and not survivors, f"survivors: {survivors}\n{r.stderr[-2000:]}"
-    assert m["total"] >= 13
+    assert m["total"] >= 13 if is_nightly() else m["total"] == len(WRITE_SLICE)
     by = {x["mutant"][:2]: x for x in m["mutants"]}
     for n, rule in EXPECTED_KILLERS.items():
+        if n not in by and not is_nightly():
+            continue
         assert rule in by[n]["rules"], (n, by[n]["rules"])
     assert all(x["time_to_kill"] is not None and x["time_to_kill"] > 0 for x in m["mutants"])
 

@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <cstdio>
 
 #include "models/common/rules.h"
@@ -110,9 +111,11 @@ struct Fnv1a {
 
  private:
   static constexpr uint64_t kP8 = fnv_prime_pow(8), kP64 = fnv_prime_pow(64);
+  // Eight bytes as one word, for telling zero from non-zero only (so the
+  // byte order does not matter): one load, not eight.
   static uint64_t load(const uint8_t* p) {
-    uint64_t w = 0;
-    for (int k = 0; k < 8; ++k) w |= uint64_t{p[k]} << (8 * k);
+    uint64_t w;
+    std::memcpy(&w, p, sizeof w);
     return w;
   }
   void word(const uint8_t* p) {
