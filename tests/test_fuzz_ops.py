@@ -169,6 +169,13 @@ def test_minimisation_swaps_only_after_success_and_recovers_a_half_swap(tmp_path
     assert (root / "corpus").exists() and not (root / "corpus.old").exists()
 
 
+def test_el2_hangs_cost_seconds_not_tens():
+    """An EL2 input runs in well under a millisecond: a stall of the code under test is
+    called a hang after 3 s (libFuzzer -timeout, AFL++ -t), the host target keeps 10."""
+    from kconform.engine.fuzzers import HANG_SECONDS
+    assert HANG_SECONDS["ffa"] == 3 and HANG_SECONDS["gmem"] == 10
+
+
 def test_memory_limits_reach_each_engine():
     from kconform.engine.fuzzers import asan_options
     opts = dict(o.split("=", 1) for o in asan_options({"ASAN_OPTIONS": "symbolize=1:foo=2"}, 1500).split(":"))
@@ -181,6 +188,7 @@ FAKE_LIBFUZZER = """#!/bin/sh
 # A stand-in for a libFuzzer binary in fork mode: records its arguments, starts a
 # "job" (a grandchild in its process group) and prints statistics lines.
 echo "$@" > "$KCONFORM_TEST_ARGS"
+echo "$TMPDIR" > "$KCONFORM_TEST_TMPDIR"
 echo $$ > "$KCONFORM_TEST_SELF"
 sleep 600 &
 echo $! > "$KCONFORM_TEST_CHILD"
@@ -227,7 +235,7 @@ def test_sigterm_leaves_no_orphan_process(tmp_path):
     for d in ("corpus", "seeds", "artifacts"):
         (root / d).mkdir(parents=True)
     env = dict(os.environ, KCONFORM_TEST_ARGS=str(tmp_path / "args"), KCONFORM_TEST_CHILD=str(tmp_path / "child"),
-               KCONFORM_TEST_SELF=str(tmp_path / "self"))
+               KCONFORM_TEST_SELF=str(tmp_path / "self"), KCONFORM_TEST_TMPDIR=str(tmp_path / "tmpdir"))
     p = subprocess.Popen([sys.executable, "-c", DRIVER, str(REPO), str(root), str(fake)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -239,6 +247,10 @@ def test_sigterm_leaves_no_orphan_process(tmp_path):
     assert alive(child) and alive(fuzzer)
     args = (tmp_path / "args").read_text()
     assert "-rss_limit_mb=777" in args and "-malloc_limit_mb=777" in args and "-fork=2" in args
+    assert "-timeout=10" in args  # the host target's real KVM calls keep 10 s (fuzzers.HANG_SECONDS)
+    # Fork mode's scratch (TMPDIR): a folder of this run, on tmpfs where there is one.
+    scratch = Path((tmp_path / "tmpdir").read_text().strip())
+    assert scratch.is_dir() and scratch.name.startswith("kconform-fuzz-")
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGTERM and "INTERRUPTED" in out, err
@@ -247,6 +259,7 @@ def test_sigterm_leaves_no_orphan_process(tmp_path):
     for pid in survivors:  # do not leave them behind if the test fails
         os.kill(pid, signal.SIGKILL)
     assert not survivors, f"orphans after SIGTERM: {survivors}"
+    assert not scratch.exists(), f"fork mode's scratch {scratch} left behind"
 
 
 def processes_of(marker: str) -> list[int]:

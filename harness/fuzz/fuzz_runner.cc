@@ -127,7 +127,11 @@ void FindingStore::flush() {
 
 void FindingStore::reached(RuleId rule, bool forbidden) {
   if (rule == kNoRule || rule >= kRuleCount) return;
-  if (sides_.emplace(rule, forbidden).second) dirty_ = true;
+  uint8_t& seen = side_seen_[2 * static_cast<size_t>(rule) + (forbidden ? 1 : 0)];
+  if (seen) return;
+  seen = 1;
+  sides_.emplace(rule, forbidden);
+  dirty_ = true;
 }
 
 std::string FindingStore::record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,

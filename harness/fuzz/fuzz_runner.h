@@ -19,6 +19,7 @@
 // (harness/scenario/abi.h, EngineHints and OpSpec::bytes).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -146,6 +147,8 @@ class FindingStore {
   std::string dir_;
   std::map<Key, Count> counts_;
   std::set<std::pair<RuleId, bool>> sides_;
+  // sides_ as a flag per (rule, side), looked up on every op's every hit.
+  std::array<uint8_t, 2 * kRuleCount> side_seen_{};
   uint64_t execs_ = 0;
   int64_t last_flush_ns_ = 0;
   bool dirty_ = false;

@@ -1,4 +1,6 @@
 // The binary scenario encoding (see codec.h for the layout).
+#include <algorithm>
+
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
 
@@ -128,6 +130,7 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
   if (!r.uleb(&nops, &why)) return fail("field 'ops': " + why);
   if (nops > kMaxOps) return fail("field 'ops': more than " + std::to_string(kMaxOps));
   const AbiSpec& abi = abi_spec(s.abi);
+  s.ops.reserve(std::min<uint64_t>(nops, bytes.size() - r.pos()));  // an op takes at least a byte
   for (uint64_t i = 0; i < nops; ++i) {
     Op op;
     if (!r.u8(&op.code)) return fail("op " + std::to_string(i) + ": truncated");
@@ -136,13 +139,16 @@ bool decode_binary(std::span<const uint8_t> bytes, Scenario* out, std::string* e
       return fail("op " + std::to_string(i) + ": unknown op code " + std::to_string(op.code));
     const OpSpec& spec = abi.ops[op.code];
     for (size_t a = 0; a < spec.args.size(); ++a) {
-      std::string where = "op " + std::to_string(i) + " (" + spec.name + ") field '" +
-                          spec.args[a].name + "': ";
-      if (!r.uleb(&v, &why)) return fail(where + why);
+      // The field's name is spelled out only for an error (this runs on every fuzz input).
+      auto where = [&] {
+        return "op " + std::to_string(i) + " (" + std::string(spec.name) + ") field '" +
+               std::string(spec.args[a].name) + "': ";
+      };
+      if (!r.uleb(&v, &why)) return fail(where() + why);
       if (spec.args[a].kind == ArgKind::kBytes) {
-        if (v > kMaxBlobBytes) return fail(where + "byte string larger than 1 MiB");
+        if (v > kMaxBlobBytes) return fail(where() + "byte string larger than 1 MiB");
         const uint8_t* p;
-        if (!r.bytes(v, &p)) return fail(where + "byte string truncated");
+        if (!r.bytes(v, &p)) return fail(where() + "byte string truncated");
         op.args[a] = s.blobs.size();
         s.blobs.emplace_back(p, p + v);
       } else {

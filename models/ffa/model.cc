@@ -238,8 +238,8 @@ class FfaModel final : public Model {
   // plan's effects taking it applies.
   void push(Expectation& out, const Allowed& a, int8_t effect) {
     for (const Allowed& b : out.allowed)
-      if (b.kind == a.kind && b.lo == a.lo && b.hi == a.hi && b.regs_mask == a.regs_mask && b.regs == a.regs &&
-          b.state == a.state && b.rule == a.rule)
+      if (b.kind == a.kind && b.lo == a.lo && b.hi == a.hi && b.regs_mask == a.regs_mask &&
+          same_regs(b.regs, a.regs) && b.state == a.state && b.rule == a.rule)
         return;
     out.allowed.push_back(a);
     allowed_.push_back(a);
