@@ -342,7 +342,19 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
 int FuzzRunner::run(const uint8_t* data, size_t size) {
   Scenario s;
   std::string err;
-  if (!decode_binary({data, size}, &s, &err) || !bounded(s)) return -1;
+  if (size < 4) {
+    // Too short to hold the magic: an engine's first input from an empty corpus
+    // (libFuzzer runs "\n", AFL++ needs a file). It runs the mutator's own starting
+    // point (starter(): the ABI table's first op, ffa "version", gmem "create_vm"),
+    // which the mutator also falls back to for an input that does not decode.
+    // Otherwise it reaches no code and libFuzzer gives up at once ("no interesting
+    // inputs were found"): a campaign could not start from nothing. Longer bytes
+    // that do not decode are refused.
+    s = starter(cfg_.abi);
+  } else if (!decode_binary({data, size}, &s, &err)) {
+    return -1;
+  }
+  if (!bounded(s)) return -1;
   // What `run` reports unsupported (a seed requiring a capability or page size this
   // build lacks) is not run here either: it would be judged by the wrong profile.
   if (t_.target && (s.requires_caps & ~t_.target->identity().cap_bits)) return -1;

@@ -545,6 +545,22 @@ TEST_F(RecordFindings, RuleSidesReachedAreCountedOncePerSide) {
   }
 }
 
+TEST_F(RecordFindings, AnEmptyInputRunsTheMutatorsStarterSoACampaignCanStartFromNothing) {
+  // libFuzzer's first input from an empty corpus is "\n": it must reach code
+  // (here: rule sides of the starter's op) or libFuzzer stops at once.
+  auto fuzz = lying_runner();
+  fuzz->record_to(dir_.string());
+  const uint8_t newline[] = {'\n'};
+  ASSERT_EQ(fuzz->run(newline, sizeof newline), 0);
+  EXPECT_EQ(fuzz->store()->executions(), 1u);
+  EXPECT_FALSE(fuzz->store()->sides().empty()) << "the starter's op was judged";
+  // Bytes that do not decode are still refused (not added to the corpus).
+  const uint8_t junk[] = {'K', 'C', 'S', 'N', 99};
+  EXPECT_EQ(fuzz->run(junk, sizeof junk), -1);
+  EXPECT_EQ(fuzz->store()->executions(), 1u);
+  ASSERT_EQ(fuzz->run(nullptr, 0), 0);  // the empty input too
+}
+
 TEST_F(RecordFindings, SignaturesDifferByOpKindAndTarget) {
   Finding f;
   f.op = 4;
