@@ -258,3 +258,18 @@ def test_crash_names_are_short():
     assert ttf.crash_name(line) == "CRASH SEGV in ffa_do_reclaim (ffa.c:412)"
     assert ttf.crash_name("SUMMARY: libFuzzer: timeout") == "CRASH timeout"
     assert ttf.crash_name("SUMMARY: libFuzzer: deadly signal") == "CRASH deadly signal"
+
+
+class EarlyEnd(FakeFuzzer):
+    """A fuzzer process that ends at once without a crash (libFuzzer's "no interesting
+    inputs were found" from an empty corpus)."""
+
+    def run(self, seconds, seed, stop):
+        self.clock.t += 0.3
+        return ProcessEnd(execs=2)
+
+
+def test_a_fuzzer_that_ended_early_is_an_error_not_a_miss():
+    clock = Clock()
+    with pytest.raises(ToolError, match="did not fuzz"):
+        hunt(EarlyEnd(clock, []), clock, budget=60)

@@ -203,6 +203,10 @@ def seed_keys(seeds: list[bytes]) -> set[str]:
     return {sha1(s) for s in seeds} | {k for s in seeds if (k := scenario_key(s))}
 
 
+# libFuzzer keeps to -max_total_time in whole seconds and stops at its next check.
+EARLY_END_SLACK_S = 5
+
+
 def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes: set[str], budget: float,
          seed: int, clock: Callable[[], float] = time.monotonic, log=lambda m: None) -> dict:
     """One run: fuzzes until a finding counts or the budget is spent. Returns {found:
@@ -242,7 +246,13 @@ def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes:
         if found is not None or check():
             break
         if end.crash is None:
-            break  # the time is up
+            # The time is up. A process that ended well before it, with no crash, did
+            # not fuzz (libFuzzer's "no interesting inputs" once ended every
+            # empty-corpus run after 2 executions): not a miss, a bench that cannot run.
+            if budget - (clock() - t0) > EARLY_END_SLACK_S:
+                raise ToolError(f"the fuzzer ended after {clock() - t0:.1f} s of a {budget:.0f} s budget "
+                                f"without a crash or a finding ({end.execs} executions): it did not fuzz")
+            break
         restarts += 1
         if judge(end.crash):
             break
