@@ -6,7 +6,8 @@ Families (the code fuzzed; the unmutated build is the reference a finding is che
 Start corpora:
   seeds     what `kconform fuzz` seeds with (commands/fuzz.py make_seeds: the directed
             corpora and the Z3 cases of FF-A, the 4K ones, in binary form)
-  empty     nothing (the dictionary harness/fuzz/ffa.dict only)
+  empty     nothing (the dictionary harness/fuzz/ffa.dict only); libFuzzer's first
+            input, "\n", runs the mutator's starter (one `version` op: FuzzRunner::run)
 
 One reused build folder (build/el2/bench-mutant-fuzz: only the tree changes, so
 only ffa.c and what names it recompile) holds kconform-fuzz-el2-4k built for
