@@ -119,7 +119,7 @@ void FindingStore::flush() {
   for (const auto& [key, c] : counts_)
     out += std::to_string(c.count) + "\t" + (c.known ? "known" : "new") + "\t" + (c.stem.empty() ? "-" : c.stem) +
            "\t" + key.first + "\n";
-  for (const auto& [rule, forbidden] : sides_)
+  for (const auto& [rule, forbidden] : sides())
     out += std::string("side\t") + rule_info(rule).id + "\t" + (forbidden ? "forbidden" : "allowed") + "\n";
   if (write_file(dir_ + "/.counts/" + std::to_string(::getpid()) + ".tsv", out)) dirty_ = false;
   last_flush_ns_ = now_ns();
@@ -130,8 +130,14 @@ void FindingStore::reached(RuleId rule, bool forbidden) {
   uint8_t& seen = side_seen_[2 * static_cast<size_t>(rule) + (forbidden ? 1 : 0)];
   if (seen) return;
   seen = 1;
-  sides_.emplace(rule, forbidden);
   dirty_ = true;
+}
+
+std::set<std::pair<RuleId, bool>> FindingStore::sides() const {
+  std::set<std::pair<RuleId, bool>> out;
+  for (size_t i = 0; i < side_seen_.size(); ++i)
+    if (side_seen_[i]) out.emplace(static_cast<RuleId>(i / 2), i % 2 == 1);
+  return out;
 }
 
 std::string FindingStore::record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
@@ -342,6 +348,7 @@ std::vector<Finding> FuzzRunner::run_scenario(const Scenario& s) {
 int FuzzRunner::run(const uint8_t* data, size_t size) {
   Scenario s;
   std::string err;
+  std::span<const uint8_t> bytes{data, size};  // what a finding stores (FindingStore::record)
   if (size < 4) {
     // Too short to hold the magic: an engine's first input from an empty corpus
     // (libFuzzer runs "\n", AFL++ needs a file). It runs the mutator's own starting
@@ -351,14 +358,15 @@ int FuzzRunner::run(const uint8_t* data, size_t size) {
     // inputs were found"): a campaign could not start from nothing. Longer bytes
     // that do not decode are refused.
     s = starter(cfg_.abi);
-  } else if (!decode_binary({data, size}, &s, &err)) {
+    bytes = {};  // a finding stores the starter's encoding, not bytes that do not decode
+  } else if (!decode_binary(bytes, &s, &err)) {
     return -1;
   }
   if (!bounded(s)) return -1;
   // What `run` reports unsupported (a seed requiring a capability or page size this
   // build lacks) is not run here either: it would be judged by the wrong profile.
   if (t_.target && (s.requires_caps & ~t_.target->identity().cap_bits)) return -1;
-  input_ = {data, size};
+  input_ = bytes;
   run_scenario(s);
   input_ = {};
   if (store_) store_->executed();

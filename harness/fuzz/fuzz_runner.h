@@ -139,15 +139,15 @@ class FindingStore {
   using Key = std::pair<std::string, bool>;
   const std::map<Key, Count>& counts() const { return counts_; }
   uint64_t executions() const { return execs_; }
-  // The rule sides reached: (rule, forbidden).
-  const std::set<std::pair<RuleId, bool>>& sides() const { return sides_; }
+  // The rule sides reached: (rule, forbidden), ascending.
+  std::set<std::pair<RuleId, bool>> sides() const;
   const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
   std::map<Key, Count> counts_;
-  std::set<std::pair<RuleId, bool>> sides_;
-  // sides_ as a flag per (rule, side), looked up on every op's every hit.
+  // A flag per rule side reached, at 2 * rule + forbidden: looked up on every hit
+  // of every op, so an array, not a set.
   std::array<uint8_t, 2 * kRuleCount> side_seen_{};
   uint64_t execs_ = 0;
   int64_t last_flush_ns_ = 0;

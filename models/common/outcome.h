@@ -33,8 +33,6 @@ struct Outcome {
   bool operator==(const Outcome&) const = default;
 };
 
-// One allowed outcome: kind, a closed range for value, optionally an exact
-// aux, and the rule that licenses it.
 // Two register files equal, without a call to memcmp (std::array's == is one): a
 // fuzzer's memcmp hook (libFuzzer's value profile) costs more than the compare.
 inline bool same_regs(const std::array<uint64_t, 8>& a, const std::array<uint64_t, 8>& b) {
@@ -43,6 +41,8 @@ inline bool same_regs(const std::array<uint64_t, 8>& a, const std::array<uint64_
   return d == 0;
 }
 
+// One allowed outcome: kind, a closed range for value, optionally an exact
+// aux, and the rule that licenses it.
 struct Allowed {
   Outcome::Kind kind = Outcome::Kind::kOk;
   int64_t lo = 0, hi = 0;

@@ -66,18 +66,19 @@ def build_harness(engine: str, label: str, log, plain: bool = False) -> Path:
     return binary
 
 
-# How long one input may run before the engine calls it a hang (seconds). The EL2
-# target runs an input in well under a millisecond (ASan: a few), so a stall of the
-# code under test (stock ffa.c's FRAG_RX loop, CRASH.HANG) costs 3 s of fuzzing, not
-# 10; the host target makes real KVM calls and keeps 10. A hang is confirmed by the
-# end-of-run replay (20 s) before it is stored.
+# How long one input may run before the engine calls it a hang (seconds), by ABI. The
+# EL2 target runs an input in well under a millisecond (ASan: a few), so a stall of
+# the code under test (stock ffa.c's FRAG_RX loop, CRASH.HANG) costs 3 s of fuzzing,
+# not 10; the host target makes real KVM calls and keeps 10. A hang's input is
+# replayed alone (fuzz_findings.REPLAY_TIMEOUT, 20 s) for its signature and stored as
+# a timeout even when that replay ends: a machine stalled for 3 s can store a false one.
 HANG_SECONDS = {"ffa": 3, "gmem": 10}
 
 
 def scratch_dir(root: Path) -> Path:
     """Where libFuzzer's fork mode keeps its jobs' corpora and feature files
-    (TMPDIR): a folder of this run on tmpfs (/dev/shm) when there is one, else
-    root/tmp. Fork mode writes a file for every input a job finds new against its
+    (TMPDIR): a folder named by this run's root, on tmpfs (/dev/shm) when there is
+    one, else in root. Fork mode writes a file for every input a job finds new against its
     small corpus; on this ext4 a file creation cost as much as ~100 executions.
     Bounded by the corpus size; removed at the end (and by the next run)."""
     shm = Path("/dev/shm")
@@ -95,7 +96,7 @@ def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, m
                   progress, rss_limit: int = DEFAULT_RSS_LIMIT_MB) -> None:
     cmd = [str(binary), str(root / "corpus"), str(root / "seeds"),
            f"-max_total_time={seconds}", f"-artifact_prefix={root / 'artifacts'}/",
-           f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", f"-timeout={HANG_SECONDS.get(abi, 10)}",
+           f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", f"-timeout={HANG_SECONDS[abi]}",
            f"-rss_limit_mb={rss_limit}", f"-malloc_limit_mb={rss_limit}", "-print_final_stats=1", "-reload=1",
            f"-fork={jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
     scratch = scratch_dir(root)
@@ -182,8 +183,8 @@ def run_afl(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len
     try:
         for j in range(jobs):
             role = ["-M", "main"] if j == 0 else ["-S", f"s{j}"]
-            cmd = ["afl-fuzz", "-i", str(inp), "-o", str(out), "-m", "none", "-t", f"{HANG_SECONDS.get(abi, 10) * 1000}+", "-V", str(seconds),
-                   "-x", str(FUZZ_DIR / (abi + ".dict"))] + role + ["--", str(binary)]
+            cmd = ["afl-fuzz", "-i", str(inp), "-o", str(out), "-m", "none", "-t", f"{HANG_SECONDS[abi] * 1000}+",
+                   "-V", str(seconds), "-x", str(FUZZ_DIR / (abi + ".dict"))] + role + ["--", str(binary)]
             logf = open(root / f"afl-{j}.log", "w")
             try:
                 fuzzers.append((procs.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=root),
