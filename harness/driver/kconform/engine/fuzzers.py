@@ -28,9 +28,9 @@ from pathlib import Path
 
 from kconform.core import deps, procs
 from kconform.core.errors import ToolError
-from kconform.core.files import naming
 from kconform.core.paths import REPO, build_dir
 from kconform.engine.build import build_preset
+from kconform.engine.libfuzzer_workers import LibFuzzerWorkers
 
 FUZZ_DIR = REPO / "harness" / "fuzz"
 ENGINES = ("libfuzzer", "afl")
@@ -75,56 +75,15 @@ def build_harness(engine: str, label: str, log, plain: bool = False) -> Path:
 HANG_SECONDS = {"ffa": 3, "gmem": 10}
 
 
-def scratch_dir(root: Path) -> Path:
-    """Where libFuzzer's fork mode keeps its jobs' corpora and feature files
-    (TMPDIR): a folder named by this run's root, on tmpfs (/dev/shm) when there is
-    one, else in root. Fork mode writes a file for every input a job finds new against its
-    small corpus; on this ext4 a file creation cost as much as ~100 executions.
-    Bounded by the corpus size; removed at the end (and by the next run)."""
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else root
-    d = base / f"kconform-fuzz-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}"
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir(parents=True)
-    return d
-
-
-LIBFUZZER_LINE = re.compile(r"#(\d+):? .*?cov: (\d+) ft: (\d+).*?exec/s:? (\d+)(?:.*?oom/timeout/crash: (\d+)/(\d+)/(\d+))?")
-
-
 def run_libfuzzer(binary: Path, root: Path, abi: str, seconds: int, jobs: int, max_len: int, env: dict,
                   progress, rss_limit: int = DEFAULT_RSS_LIMIT_MB) -> None:
+    """`jobs` in-process libFuzzer workers on corpus/ (and the seeds), each restarted
+    after a crash of its process (engine/libfuzzer_workers.py)."""
     cmd = [str(binary), str(root / "corpus"), str(root / "seeds"),
-           f"-max_total_time={seconds}", f"-artifact_prefix={root / 'artifacts'}/",
+           f"-artifact_prefix={root / 'artifacts'}/",
            f"-dict={FUZZ_DIR / (abi + '.dict')}", f"-max_len={max_len}", f"-timeout={HANG_SECONDS[abi]}",
-           f"-rss_limit_mb={rss_limit}", f"-malloc_limit_mb={rss_limit}", "-print_final_stats=1", "-reload=1",
-           f"-fork={jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
-    scratch = scratch_dir(root)
-    env = dict(env, TMPDIR=str(scratch))
-    try:
-        _run_libfuzzer(cmd, root, env, progress)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _run_libfuzzer(cmd: list, root: Path, env: dict, progress) -> None:
-    with naming(root / "fuzz.log"), open(root / "fuzz.log", "w", buffering=1) as logf, \
-            procs.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                        cwd=root) as p:
-        for line in p.stderr:
-            logf.write(line)
-            m = LIBFUZZER_LINE.search(line)
-            if m:
-                progress.stats.update(execs=int(m.group(1)), coverage=f"{m.group(2)} edges/{m.group(3)} features",
-                                      execs_per_sec=float(m.group(4)))
-                if m.group(7) is not None:  # fork mode: jobs that ended by a crash, timeout or OOM
-                    progress.stats["findings"] = int(m.group(5)) + int(m.group(6)) + int(m.group(7))
-                    progress.stats["restarts"] = progress.stats["findings"]
-                progress.show()
-            if _stop_requested(progress):
-                p.end()  # the whole group: libFuzzer and its fork jobs
-                break
-        p.wait()
+           f"-rss_limit_mb={rss_limit}", f"-malloc_limit_mb={rss_limit}", "-print_final_stats=1"]
+    LibFuzzerWorkers(cmd, root, seconds, jobs, env, progress, _stop_requested).run()
 
 
 def afl_stats(out: Path, since: float = 0.0) -> dict:

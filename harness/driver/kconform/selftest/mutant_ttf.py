@@ -410,8 +410,8 @@ def runnable_seeds(ref_binary: Path, seeds: list[Path], env: dict, log, tries: i
     """The seeds less those that crash or hang the unmutated build (stock ffa.c's stalls
     and SEGV in el3_reclaim.kcs): each would end every process of every run at its
     start (a finding it makes counts only if the reference does not share it, and it
-    does), costing a timeout and a restart. `kconform fuzz` runs libFuzzer with -fork
-    and -ignore_crashes instead."""
+    does), costing a timeout and a restart. `kconform fuzz` moves such an input to
+    quarantine/ when it first kills a worker (engine/libfuzzer_workers.py) instead."""
     left = list(seeds)
     with tempfile.TemporaryDirectory(prefix="kconform-ttf-seeds-") as d:
         corpus, art = Path(d) / "corpus", Path(d) / "artifacts"
