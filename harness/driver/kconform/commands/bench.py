@@ -234,14 +234,15 @@ def _mutant_ttf_rows(log, **opts) -> list[dict]:
     return rows
 
 
-def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1) -> list[dict]:
+def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "none") -> list[dict]:
     """`kconform fuzz --engine libfuzzer --target el2` on stock 7.3 for seconds, from its
-    seeds in a scratch folder (not reports/fuzz): executions per second per job and
+    seeds in a scratch folder (not reports/fuzz): executions per second per job (every
+    execution over the whole run, start-up and the seeds' crashes included) and
     restarts after a crash of the process (last-run.json)."""
     from kconform.commands.run import kconform_command
     with tempfile.TemporaryDirectory(prefix="kconform-bench-fuzz-") as d:
         cmd = [kconform_command(), "fuzz", "--engine", "libfuzzer", "--target", "el2", "--time", f"{seconds}s",
-               "--jobs", str(jobs), "--out", d, "--no-merge", "--quiet"]
+               "--jobs", str(jobs), "--sanitizers", sanitizers, "--out", d, "--no-merge", "--quiet"]
         log(f"kconform bench: fuzz-el2: {' '.join(cmd)}")
         r = procs.run(cmd, capture_output=True, text=True, timeout=seconds + 1800)
         doc_path = Path(d) / "el2-4k" / "last-run.json"
@@ -251,14 +252,17 @@ def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1) -> list[dict]:
         doc = json.loads(doc_path.read_text())
     per_job = doc["execs"] / doc["seconds"] / jobs if doc["seconds"] else 0.0
     rule_findings = [f for f in doc["findings"] if f["signature"].split()[0].startswith(("FFA", "GMEM"))]
-    how = (f"`kconform fuzz --engine libfuzzer --target el2 --time {seconds}s --jobs {jobs}` on stock "
+    how = (f"`kconform fuzz --engine libfuzzer --target el2 --time {seconds}s --jobs {jobs} --sanitizers "
+           f"{sanitizers}` on stock "
            f"{doc['release']} from its seeds: {doc['execs']} executions in {doc['seconds']} s, "
            f"{doc['restarts']} restart(s) after a crash of the process, {len(doc['findings'])} signature(s) "
            f"({len(rule_findings)} rule findings, recorded without a restart), coverage {doc['coverage']}")
-    row = _row("fuzz el2 (libFuzzer, stock 7.3) executions per job", round(per_job, 1), "executions/s/job", how)
+    build = "no sanitizers" if sanitizers == "none" else "ASan+UBSan"
+    row = _row(f"fuzz el2 (libFuzzer, stock 7.3, {build}) executions per job", round(per_job, 1),
+               "executions/s/job", how)
     row.update({"execs": doc["execs"], "seconds": doc["seconds"], "restarts": doc["restarts"], "jobs": jobs,
-                "exit": r.returncode})
-    row2 = _row("fuzz el2 (libFuzzer, stock 7.3) restarts", doc["restarts"], "restarts", how)
+                "sanitizers": sanitizers, "exit": r.returncode})
+    row2 = _row(f"fuzz el2 (libFuzzer, stock 7.3, {build}) restarts", doc["restarts"], "restarts", how)
     return [row, row2]
 
 
@@ -302,7 +306,8 @@ def cmd_bench(args, console: Console) -> int:
     fuzz_time = parse_duration(args.fuzz_time)
     if fuzz_time < 1 or args.fuzz_jobs < 1:
         raise ToolError("flags --fuzz-time and --fuzz-jobs: at least 1 (second, job)")
-    rows = run_benchmarks(args.repetitions, log, args.only, opts, {"seconds": fuzz_time, "jobs": args.fuzz_jobs})
+    rows = run_benchmarks(args.repetitions, log, args.only, opts,
+                          {"seconds": fuzz_time, "jobs": args.fuzz_jobs, "sanitizers": args.fuzz_sanitizers})
     doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
            "cpus": os.cpu_count(), "kernel": platform.release(), "only": sorted(args.only or DEFAULT_SELECTORS),
            "wall_s": round(time.monotonic() - t0, 1), "rows": rows}

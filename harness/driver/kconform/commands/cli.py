@@ -151,6 +151,9 @@ def _add_bench(p) -> None:
     p.add_argument("--fuzz-time", default="60s", metavar="T",
                    help="fuzz-el2: how long `kconform fuzz` runs (default 60s; the issue's figure is 10m)")
     p.add_argument("--fuzz-jobs", type=int, default=1, metavar="N", help="fuzz-el2: its --jobs (default 1)")
+    p.add_argument("--fuzz-sanitizers", default="none", choices=("asan", "none"),
+                   help="fuzz-el2: its --sanitizers (default none: the issue's figure is the plain build's; "
+                        "asan for the ASan+UBSan build `kconform fuzz` uses by default)")
 
 
 def _add_bisect_ci(sub) -> None:

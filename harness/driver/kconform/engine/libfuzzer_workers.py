@@ -148,13 +148,20 @@ class LibFuzzerWorkers:
         return None
 
     def _ended(self, w: Worker) -> None:
-        while self._read(w):
-            pass
-        if w.buf:
-            self._line(w, w.buf.decode(errors="replace"))
-            w.buf = b""
+        rc = w.proc.wait()  # reaps it and ends what is left of its process group (core/procs.py)
+        while True:  # what it wrote last: up to the end of the pipe, or what is there now
+            try:
+                chunk = os.read(w.proc.stderr.fileno(), 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            w.buf += chunk
+        for line in w.buf.split(b"\n"):
+            if line:
+                self._line(w, line.decode(errors="replace"))
+        w.buf = b""
         self.sel.unregister(w.proc.stderr)
-        rc = w.proc.wait()
         w.proc.stderr.close()
         w.done_execs += w.execs
         w.execs = w.rate = 0
