@@ -308,3 +308,21 @@ def test_sigterm_to_a_real_campaign_leaves_no_process(tmp_path):
     assert not left, f"processes of the campaign left after SIGTERM: {left}"
     doc = json.loads((out / "host" / "last-run.json").read_text())
     assert doc["interrupted"] is True and "sides_reached" in doc
+
+
+def test_a_hang_that_does_not_reproduce_alone_is_stored_and_says_so(tmp_path):
+    """The engine called an input a hang (3 s on el2); replayed alone it ends at once:
+    it is still stored (a finding is never dropped), and its .kcs says the replay did
+    not confirm it (a stalled machine, or a hang that depends on the inputs before it)."""
+    from kconform.engine import fuzz_findings
+    quick = tmp_path / "quick-runner"
+    quick.write_text("#!/bin/sh\nexit 0\n")
+    quick.chmod(0o755)
+    path, new = fuzz_findings.store_finding(quick, b"KCSB not really", "timeout", tmp_path / "findings",
+                                            dict(os.environ))
+    assert new and path.name.startswith("timeout-")
+    head = path.with_suffix(".kcs").read_text()
+    assert "# replay: NOT CONFIRMED: alone, the input ran to its end in" in head, head
+    # A crash replayed the same way carries no such line (only hangs are re-judged by time).
+    path2, _ = fuzz_findings.store_finding(quick, b"other bytes", "crash", tmp_path / "findings2", dict(os.environ))
+    assert "NOT CONFIRMED" not in path2.with_suffix(".kcs").read_text()

@@ -144,3 +144,4 @@ def test_the_log_is_rotated_so_a_long_run_stays_bounded(tmp_path, monkeypatch):
     root, _, _ = run(tmp_path, "normal", 2)
     assert (root / "fuzz.log.1").exists()
     assert (root / "fuzz.log").stat().st_size <= 400 + 200 and (root / "fuzz.log.1").stat().st_size <= 400 + 200
+

@@ -29,6 +29,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -219,10 +220,15 @@ def store_crash(binary: Path, data: bytes, kind: str, findings: Path, env: dict,
     scratch = findings / f".replay-findings-{digest}"
     if env.get("KCONFORM_FUZZ_FINDINGS"):
         env = dict(env, KCONFORM_FUZZ_FINDINGS=str(scratch))
+    replay_note = ""
     try:
+        t0 = time.monotonic()
         r = subprocess.run([str(binary), str(tmp)], capture_output=True, text=True, timeout=REPLAY_TIMEOUT,
                            env=env)
         stderr = r.stderr
+        if kind == "timeout":  # the engine's hang, not confirmed alone: a stalled machine, or order-dependent
+            replay_note = (f"# replay: NOT CONFIRMED: alone, the input ran to its end in "
+                           f"{time.monotonic() - t0:.1f} s (exit {r.returncode}); the engine called it a hang")
     except subprocess.TimeoutExpired as e:
         stderr = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         kind = "timeout"
@@ -259,7 +265,7 @@ def store_crash(binary: Path, data: bytes, kind: str, findings: Path, env: dict,
     summary = [line for line in stderr.splitlines() if line.startswith("SUMMARY:")]
     kcs = findings / (stem + ".kcs")
     head = [f"# {kind} found by kconform fuzz: {summary[0] if summary else rule}",
-            f"# signature: {sig}", f"# replay: {binary} {path}"]
+            f"# signature: {sig}", f"# replay: {binary} {path}"] + ([replay_note] if replay_note else [])
     if judged is not None:
         if judged.error:
             head.append(f"# run: could not replay it: {judged.error}")
