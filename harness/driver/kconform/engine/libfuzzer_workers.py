@@ -134,18 +134,16 @@ class LibFuzzerWorkers:
         if not digest:
             return None
         q = self.root / "quarantine"
-        for d in ("corpus", "seeds", "quarantine"):
-            if not (self.root / d).is_dir():
-                continue
-            for f in sorted((self.root / d).iterdir()):
-                if f.name.endswith(digest) or _sha1(f) == digest:
-                    if d == "quarantine":
-                        return f
-                    q.mkdir(exist_ok=True)
-                    dest = q / f"{d}-{f.name}"
-                    shutil.move(str(f), dest)
-                    return dest
-        return None
+        dirs = [self.root / d for d in ("corpus", "seeds", "quarantine") if (self.root / d).is_dir()]
+        # libFuzzer and make_seeds name inputs by their SHA-1: by name first, then by content.
+        match = next((f for d in dirs for f in sorted(d.iterdir()) if f.name.endswith(digest)), None) or \
+            next((f for d in dirs for f in sorted(d.iterdir()) if _sha1(f) == digest), None)
+        if match is None or match.parent == q:
+            return match
+        q.mkdir(exist_ok=True)
+        dest = q / f"{match.parent.name}-{match.name}"
+        shutil.move(str(match), dest)
+        return dest
 
     def _ended(self, w: Worker) -> None:
         rc = w.proc.wait()  # reaps it and ends what is left of its process group (core/procs.py)
@@ -170,7 +168,7 @@ class LibFuzzerWorkers:
         if self.closing or rc == 0 or left < MIN_RESTART_S or self.stop_requested(self.progress):
             return
         self.restarts += 1
-        moved = self._quarantine(w.artifact)
+        moved = None if w.inited else self._quarantine(w.artifact)  # after loading: a mutated input
         if moved:
             self._log(f"kconform: worker {w.index} died on an input of the corpus; it is now {moved}\n")
             w.early_deaths = 0
