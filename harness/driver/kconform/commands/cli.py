@@ -243,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="build the C++ engine (incremental)")
     p.add_argument("--preset", choices=("default", "asan"), default="default")
+    p.add_argument("--spmc-tree", metavar="SPEC|PATH",
+                   help="targets/spmc: the TF-A tree, your checkout (PATH) or "
+                        "debian-src:arm-trusted-firmware (the default, fetched on first use); later "
+                        "builds of the preset keep the one given")
 
     p = sub.add_parser("tree", help="fetch a Debian kernel (or TF-A) tree into the cache, or check a local one",
                        description="Kernel trees hold the kernel code kconform compiles and reads "
