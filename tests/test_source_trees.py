@@ -173,6 +173,13 @@ def test_cli_unknown_source_package_exits_2_naming_it():
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
+def test_cli_unknown_spec_names_both_kinds():
+    r = kconform("tree", "fetch", "ubuntu:7.3")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "'ubuntu:7.3'" in r.stderr and "debian:7.3" in r.stderr
+    assert "debian-src:arm-trusted-firmware" in r.stderr
+
+
 def test_cli_check_tfa_tree(tmp_path):
     r = kconform("tree", "check", str(make_tfa_tree(tmp_path)))
     assert r.returncode == 0 and "TF-A 2.12.1" in r.stdout, r.stdout + r.stderr

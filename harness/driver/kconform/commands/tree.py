@@ -19,8 +19,14 @@ def _progress(message: str) -> None:
 
 def cmd_tree(args, console: Console) -> int:
     if args.tree_command == "fetch":
-        fetch = source_trees.fetch if source_trees.is_source_spec(args.spec) else tree_fetch.fetch
-        print(fetch(args.spec, progress=_progress, refresh=args.refresh))
+        if source_trees.is_source_spec(args.spec):
+            print(source_trees.fetch(args.spec, progress=_progress, refresh=args.refresh))
+            return 0
+        try:
+            trees.parse_spec(args.spec)
+        except trees.TreeError as e:
+            raise trees.TreeError(f"{e}; or a TF-A tree: {', '.join(source_trees.PREFIX + p for p in source_trees.SOURCE_TREES)}") from None
+        print(tree_fetch.fetch(args.spec, progress=_progress, refresh=args.refresh))
     elif args.tree_command == "check":
         if (Path(args.path) / "services" / "std_svc").is_dir():  # a TF-A tree
             tfa = source_trees.check_tfa(args.path)
