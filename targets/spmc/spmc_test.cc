@@ -225,9 +225,9 @@ TEST_F(Spmc, ShareInTwoFragments) {
   const uint32_t total = share_desc(ns_tx, 2, 0x890000000);
   ASSERT_EQ(total, 112u);
   Regs r = ns(kFnMemShare64, total, 64);
-  // DEN0077 "FFA_MEM_FRAG_RX": the Relayer asks for the next fragment: w1/w2
-  // the handle (low/high), w3 the offset of the next fragment (the bytes
-  // received so far), w4 bits [31:16] the sender's ID (here 0, the NS endpoint).
+  // DEN0077 "FFA_MEM_FRAG_RX" (SPEC.md MEM:FRAGMENT): the Relayer asks for the
+  // next fragment: w1/w2 the handle (low/high), w3 the bytes received so far;
+  // w4 carries a hypervisor sender's ID in [31:16], reserved bits MBZ: 0 here.
   ASSERT_EQ(r.w(0), kFnMemFragRx);
   EXPECT_EQ(r.w(3), 64u);
   EXPECT_EQ(r.w(4), uint32_t{kNsId} << 16);
@@ -237,8 +237,9 @@ TEST_F(Spmc, ShareInTwoFragments) {
   // transaction of the caller has that handle).
   expect_error(ns(kFnMemReclaim, uint32_t(h), h >> 32, 0), kInvalidParameters);
 
-  // DEN0077 "FFA_MEM_FRAG_TX": w1/w2 handle, w3 fragment length, w4 sender ID
-  // in [31:16]; the last fragment completes it: FFA_SUCCESS, handle in w2/w3.
+  // DEN0077 "FFA_MEM_FRAG_TX" (SPEC.md MEM:FRAGMENT): w1/w2 handle, w3 fragment
+  // length, w4 0 from the host; the last fragment completes it: FFA_SUCCESS,
+  // handle in w2/w3.
   std::memmove(ns_tx, ns_tx + 64, total - 64);
   r = ns(kFnMemFragTx, uint32_t(h), h >> 32, total - 64, 0);
   ASSERT_EQ(r.w(0), kFnSuccess32);
@@ -285,9 +286,10 @@ TEST_F(Spmc, ReclaimFlagsBeyondTheDefinedBitsAreRefused) {
 }
 
 TEST_F(Spmc, ShareFromTheSecureSideIsRefused) {
-  // The SP is no owner of the normal world's memory; a send with a buffer
-  // address (x3 != 0) needs a buffer this SPMC does not support: both
-  // INVALID_PARAMETERS, nothing allocated.
+  // A send with a buffer of its own (x3/w4; SPEC.md MEM:ARGS: the own-buffer
+  // form may be refused, INVALID_PARAMETERS or NOT_SUPPORTED), and the same
+  // descriptor sent by the SP, whose sender field (0, the normal world) is not
+  // the caller (DESC:SENDER: INVALID_PARAMETERS): refused, nothing allocated.
   const uint32_t len = share_desc(ns_tx, 1, 0x8d0000000);
   expect_error(ns(kFnMemShare64, len, len, uintptr_t(ns_tx), 1), kInvalidParameters);
   expect_error(sp(kFnMemShare64, len, len), kInvalidParameters);
@@ -295,8 +297,8 @@ TEST_F(Spmc, ShareFromTheSecureSideIsRefused) {
 }
 
 TEST_F(Spmc, VersionWithBit31SetIsNotSupported) {
-  // DEN0077 "FFA_VERSION": bit 31 of the input MBZ; a callee answers
-  // NOT_SUPPORTED in w0 (not FFA_ERROR).
+  // DEN0077 "FFA_VERSION" (SPEC.md VERSION:FORMAT): bit 31 of w1 MBZ; the
+  // callee answers NOT_SUPPORTED in w0, not an FFA_ERROR frame.
   Regs r = ns(kFnVersion, 0x80010001);
   EXPECT_EQ(static_cast<int32_t>(r.w(0)), kNotSupported);
 }
