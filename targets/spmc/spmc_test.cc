@@ -50,7 +50,8 @@ Regs sp(uint64_t x0, uint64_t x1 = 0, uint64_t x2 = 0, uint64_t x3 = 0, uint64_t
   return smc(KC_SPMC_FROM_SP, x0, x1, x2, x3, x4);
 }
 
-// FFA_ERROR (DEN0077 "FFA_ERROR"): w0 = 0x84000060, w2 = the error code.
+// FFA_ERROR (DEN0077 "FFA_ERROR", SPEC.md CALL:ERROR): w0 = 0x84000060, w2 =
+// the error code.
 void expect_error(const Regs& r, int32_t code) {
   EXPECT_EQ(r.status, KC_SPMC_OK);
   EXPECT_EQ(r.w(0), kFnError);
@@ -95,9 +96,9 @@ uint32_t transaction(uint8_t* b, uint64_t handle, uint16_t attrs, uint32_t n_con
 uint32_t share_desc(uint8_t* b, uint32_t n_cons, uint64_t base) {
   return transaction(b, 0, kAttrNormalWbInner, n_cons, base);
 }
-// The borrower's retrieve request: the transaction's handle, no composite
-// (DEN0077 v1.1 "FFA_MEM_RETRIEVE_REQ": the request is a memory transaction
-// descriptor; a receiver's composite offset is 0 when it asks for none).
+// The borrower's retrieve request (DEN0077 v1.1 "FFA_MEM_RETRIEVE_REQ": a
+// memory transaction descriptor naming the handle and the receiver), with no
+// composite of its own (offset 0): the borrower takes the regions as sent.
 uint32_t retrieve_desc(uint8_t* b, uint64_t handle) { return transaction(b, handle, kAttrNormalWbInner, 0, 0); }
 // DEN0077 v1.1 "Descriptor to relinquish a memory region": handle @0, flags @8,
 // endpoint count @12, endpoint IDs from @16.
@@ -363,6 +364,21 @@ TEST_F(Spmc, APlatformRefusalOfReclaimIsPassedOnAndUnlocks) {
   expect_error(ns(kFnMemReclaim, uint32_t(h), h >> 32, 0), kDenied);
   kc_spmc_knobs.plat_reclaim_ret = 0;
   EXPECT_EQ(kc_spmc_counters.locks_held, 0);
+  EXPECT_EQ(ns(kFnMemReclaim, uint32_t(h), h >> 32, 0).w(0), kFnSuccess32);
+}
+
+TEST_F(Spmc, APlatformRefusalOfShareLeavesNoTransaction) {
+  // The other platform hook (plat_spmc_shmem_begin) set to refuse: the send
+  // fails with that error (SPEC.md CALL:ERROR: FFA_ERROR, the code in w2) and
+  // leaves no transaction behind: the datastore is empty again.
+  kc_spmc_knobs.plat_begin_ret = kNoMemory;
+  const uint32_t len = share_desc(ns_tx, 1, 0x930000000);
+  Regs r = ns(kFnMemShare64, len, len);
+  kc_spmc_knobs.plat_begin_ret = 0;
+  expect_error(r, kNoMemory);
+  EXPECT_EQ(kc_spmc_shmem_allocated(), 0u);
+  // The same share then succeeds.
+  const uint64_t h = share(1, 0x930000000);
   EXPECT_EQ(ns(kFnMemReclaim, uint32_t(h), h >> 32, 0).w(0), kFnSuccess32);
 }
 
