@@ -8,6 +8,7 @@ from kconform.engine.build import build_preset
 
 
 def cmd_build(args, console: Console) -> int:
-    out = build_preset(args.preset, log=lambda m: console.print(m, markup=False))
+    out = build_preset(args.preset, log=lambda m: console.print(m, markup=False),
+                       spmc_tree=args.spmc_tree)
     console.print(f"kconform: built {out}", markup=False)
     return 0

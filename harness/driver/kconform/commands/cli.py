@@ -243,18 +243,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="build the C++ engine (incremental)")
     p.add_argument("--preset", choices=("default", "asan"), default="default")
+    p.add_argument("--spmc-tree", metavar="SPEC|PATH",
+                   help="targets/spmc: the TF-A tree, your checkout (PATH) or "
+                        "debian-src:arm-trusted-firmware (the default, fetched on first use); later "
+                        "builds of the preset keep the one given")
 
-    p = sub.add_parser("tree", help="fetch a Debian kernel tree into the cache, or check a local one",
+    p = sub.add_parser("tree", help="fetch a Debian kernel (or TF-A) tree into the cache, or check a local one",
                        description="Kernel trees hold the kernel code kconform compiles and reads "
                                    "(never stored in this repository). fetch: download Debian's "
                                    "linux-source package through a private apt state and extract only "
-                                   "the needed files; check: see that a local tree has them; list: "
-                                   "the cached trees; patch: a patched copy of a tree.")
+                                   "the needed files, or (debian-src:arm-trusted-firmware) Debian's TF-A "
+                                   "source package, unpacked with dpkg-source -x, for targets/spmc; "
+                                   "check: see that a local tree (kernel or TF-A) has them; list: "
+                                   "the cached trees; patch: a patched copy of a kernel tree.")
     tsub = p.add_subparsers(dest="tree_command", metavar="ACTION", required=True)
-    c = tsub.add_parser("fetch", help="download debian:7.3, debian:7.2 or debian:6.12")
+    c = tsub.add_parser("fetch", help="download debian:7.3, debian:7.2, debian:6.12 or "
+                                      "debian-src:arm-trusted-firmware")
     c.add_argument("spec")
     c.add_argument("--refresh", action="store_true", help="look for a newer package version")
-    c = tsub.add_parser("check", help="check a local tree (your own, with your patches)")
+    c = tsub.add_parser("check", help="check a local tree (your own, with your patches; a kernel or a TF-A tree)")
     c.add_argument("path")
     tsub.add_parser("list", help="the trees in the cache")
     c = tsub.add_parser("patch", help="apply patches in order to a copy of a tree in the cache; print its path",

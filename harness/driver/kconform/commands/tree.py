@@ -1,4 +1,5 @@
-"""`kconform tree fetch|check|list|patch`: kernel trees in the cache, a local one checked, a patched copy."""
+"""`kconform tree fetch|check|list|patch`: kernel trees (and TF-A's, debian-src:) in the
+cache, a local one checked, a patched copy."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 from kconform.core.errors import ToolError
-from kconform.sources import patches, tree_fetch, trees
+from kconform.sources import patches, source_trees, tree_fetch, trees
 
 
 def _progress(message: str) -> None:
@@ -18,13 +19,25 @@ def _progress(message: str) -> None:
 
 def cmd_tree(args, console: Console) -> int:
     if args.tree_command == "fetch":
-        path = tree_fetch.fetch(args.spec, progress=_progress,
-                                refresh=args.refresh)
-        print(path)
+        if source_trees.is_source_spec(args.spec):
+            print(source_trees.fetch(args.spec, progress=_progress, refresh=args.refresh))
+            return 0
+        try:
+            trees.parse_spec(args.spec)
+        except trees.TreeError as e:
+            raise trees.TreeError(f"{e}; or a TF-A tree: {', '.join(source_trees.PREFIX + p for p in source_trees.SOURCE_TREES)}") from None
+        print(tree_fetch.fetch(args.spec, progress=_progress, refresh=args.refresh))
     elif args.tree_command == "check":
+        if (Path(args.path) / "services" / "std_svc").is_dir():  # a TF-A tree
+            tfa = source_trees.check_tfa(args.path)
+            print(f"{tfa.path}: TF-A {tfa.version}, {len(source_trees.TFA_NEEDED_PATHS)} needed files present")
+            return 0
         info = trees.check(args.path)
         print(f"{info.path}: linux {info.version}, {len(info.present)} needed files present")
     elif args.tree_command == "patch":
+        if source_trees.is_source_spec(args.spec):
+            raise ToolError(f"tree patch: {args.spec.strip()} is a firmware tree; "
+                            f"patch takes kernel trees (debian:X.Y or a path)")
         for p in args.patches:
             if not Path(p).is_file():
                 raise ToolError(f"tree patch: {p}: no such patch file")
@@ -35,5 +48,6 @@ def cmd_tree(args, console: Console) -> int:
         for p in found:
             print(p)
         if not found:
-            print(f"no trees in {root} (./kconform tree fetch debian:7.3)")
+            print(f"no trees in {root} (./kconform tree fetch debian:7.3, "
+                  f"./kconform tree fetch {source_trees.DEFAULT_SPMC_TREE})")
     return 0

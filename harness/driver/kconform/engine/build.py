@@ -4,7 +4,9 @@ RECLAIM2 mutant).
 
 CMake never calls the driver: before configuring, the kernel tree of the EL2
 target is fetched here (a debian:X.Y spec; debian:7.3 unless the caller names
-another) and checked, and its path is passed as KCONFORM_KERNEL_TREE.
+another) and checked, and its path is passed as KCONFORM_KERNEL_TREE; for the
+engine's presets, the TF-A tree of the SPMC target likewise
+(debian-src:arm-trusted-firmware) as KCONFORM_TFA_TREE.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Callable
 from kconform.core import deps, locks, procs
 from kconform.core.errors import ToolError
 from kconform.core.paths import REPO, build_dir
-from kconform.sources import tree_fetch, trees
+from kconform.sources import source_trees, tree_fetch, trees
 
 Log = Callable[[str], None]
 TREE_VARIABLE = "KCONFORM_KERNEL_TREE"
+SPMC_TREE_VARIABLE = "KCONFORM_TFA_TREE"
 
 
 def cache_value(build: Path, name: str) -> str | None:
@@ -71,10 +74,34 @@ def _checked_tree(tree: str | os.PathLike, required: bool, offline: bool, log: L
         return None
 
 
+def _checked_spmc_tree(tree: str | os.PathLike, offline: bool, log: Log,
+                       required: bool = False) -> Path | None:
+    """The TF-A tree to configure with, as _checked_tree for kernel trees: a
+    debian-src: spec fetched (only from the cache when offline) or a path, checked.
+    None when there is none and it is not required (the build then has no SPMC
+    target, as CMake warns)."""
+    text = str(tree)
+    try:
+        if source_trees.is_source_spec(text):
+            path = source_trees.cached(text) if offline else source_trees.fetch(text, progress=log)
+            if path is None:
+                return None
+        else:
+            path = Path(text).resolve()
+        return source_trees.check_tfa(path).path
+    except trees.TreeError as e:
+        if required:
+            raise
+        log(f"kconform: no TF-A tree for the SPMC target ({str(e).splitlines()[0]}); "
+            f"building without it")
+        return None
+
+
 def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
                 generator: str = "Ninja", definitions: dict[str, str] | None = None,
                 targets: list[str] | None = None,
                 tree: str | os.PathLike | None = trees.DEFAULT_TREE, tree_required: bool = False,
+                spmc_tree: str | os.PathLike | None = None, spmc_tree_required: bool = False,
                 reconfigure: bool = True, jobs: int | None = None, what: str | None = None,
                 build_hint: str = "", log: Log = print) -> Path:
     """Configures build (from source with generator, or from a CMake preset, plus the
@@ -82,7 +109,10 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
 
     reconfigure=False configures only a build folder never generated, or one whose
     kernel tree is unset or gone while a tree is in the cache; otherwise `cmake --build`
-    re-runs the configure step itself when CMake files change.
+    re-runs the configure step itself when CMake files change. spmc_tree (the engine's
+    presets pass one) is the TF-A tree of targets/spmc, handled the same way; a build
+    folder configured before targets/spmc existed (no KCONFORM_TFA_TREE at all) is
+    configured again with it, fetched if need be.
 
     The build folder is locked (build/.kconform.lock) from the configure decision to the
     end of the build: a second kconform on the same folder waits for the first.
@@ -92,13 +122,16 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     rel = build.relative_to(REPO) if build.is_relative_to(REPO) else build
     with locks.locked(build / locks.LOCK_NAME, f"the build folder {rel}", log):
         _configure_and_build(build, source, preset, generator, definitions, targets, tree,
-                             tree_required, reconfigure, jobs, what, build_hint, log)
+                             tree_required, spmc_tree, spmc_tree_required, reconfigure, jobs, what,
+                             build_hint, log)
     return build
 
 
 def _configure_and_build(build: Path, source: Path, preset: str | None, generator: str,
                          definitions: dict[str, str] | None, targets: list[str] | None,
-                         tree: str | os.PathLike | None, tree_required: bool, reconfigure: bool,
+                         tree: str | os.PathLike | None, tree_required: bool,
+                         spmc_tree: str | os.PathLike | None, spmc_tree_required: bool,
+                         reconfigure: bool,
                          jobs: int | None, what: str, build_hint: str, log: Log) -> None:
     tree_path: Path | None = None
     configure = reconfigure or not _generated(build)
@@ -110,6 +143,19 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
             if not have or not Path(have).is_dir():
                 tree_path = _checked_tree(tree, tree_required, offline=True, log=log)
                 configure = tree_path is not None
+    spmc_path: Path | None = None
+    if spmc_tree is not None:
+        have = cache_value(build, SPMC_TREE_VARIABLE)
+        if spmc_tree_required:  # the user named it (build --spmc-tree): it replaces the folder's
+            spmc_path = _checked_spmc_tree(spmc_tree, offline=False, log=log, required=True)
+            configure = configure or str(spmc_path) != have
+        elif configure or have is None:
+            # A fresh configure, or a folder configured before targets/spmc existed.
+            spmc_path = _checked_spmc_tree(spmc_tree, offline=False, log=log)
+            configure = configure or spmc_path is not None
+        elif not have or not Path(have).is_dir():
+            spmc_path = _checked_spmc_tree(spmc_tree, offline=True, log=log)
+            configure = configure or spmc_path is not None
     if configure:
         if not reconfigure:
             rel = build.relative_to(REPO) if build.is_relative_to(REPO) else build
@@ -119,6 +165,8 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
         cmd += [f"-D{k}={v}" for k, v in (definitions or {}).items()]
         if tree_path is not None:
             cmd.append(f"-D{TREE_VARIABLE}={tree_path}")
+        if spmc_path is not None:
+            cmd.append(f"-D{SPMC_TREE_VARIABLE}={spmc_path}")
         _run(cmd, f"configuring {what}")
     cmd = ["cmake", "--build", str(build)]
     if targets:
@@ -128,7 +176,12 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
     _run(cmd, f"building {what}{build_hint}")
 
 
-def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print) -> Path:
+def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print,
+                 spmc_tree: str | os.PathLike | None = None) -> Path:
     """Builds (incrementally) and returns the build folder of a CMake preset, with the
-    default kernel tree for its EL2 handler."""
-    return cmake_build(build_dir(preset), preset=preset, targets=targets, reconfigure=False, log=log)
+    default kernel tree for its EL2 handler and a TF-A tree for its SPMC: spmc_tree
+    (a debian-src: spec or a path, the user's checkout; it must be usable, and later
+    builds of the preset keep it) or the default one."""
+    return cmake_build(build_dir(preset), preset=preset, targets=targets, reconfigure=False,
+                       spmc_tree=spmc_tree or source_trees.DEFAULT_SPMC_TREE,
+                       spmc_tree_required=spmc_tree is not None, log=log)

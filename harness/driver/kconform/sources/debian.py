@@ -121,8 +121,11 @@ class PrivateApt:
     """apt-get/apt-cache with their own sources, lists and cache under cache_dir/apt."""
 
     def __init__(self, cache_dir: Path, suites: tuple[str, ...], mirror: str,
-                 error: type[ToolError] = ToolError):
-        self.suites, self.mirror, self.error = suites, mirror, error
+                 error: type[ToolError] = ToolError, kind: str = "deb"):
+        """kind: "deb" (binary packages) or "deb-src" (source packages, debian_src.py)."""
+        if kind not in ("deb", "deb-src"):
+            raise ValueError(f"PrivateApt: kind {kind!r} is not deb or deb-src")
+        self.suites, self.mirror, self.error, self.kind = suites, mirror, error, kind
         self.root = cache_dir / "apt"
         self.lists = self.root / "lists"
         self.cache = self.root / "cache"
@@ -130,9 +133,11 @@ class PrivateApt:
         for d in (self.lists / "partial", self.cache / "archives" / "partial", self.download_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._give_to_apt_user(self.download_dir)
-        self.sources = self.root / ("sources-" + "-".join(suites) + ".list")
+        # Binary and source lists share the lists folder (List-Cleanup=false below).
+        prefix = "sources-" if kind == "deb" else "sources-src-"
+        self.sources = self.root / (prefix + "-".join(suites) + ".list")
         self.sources.write_text("".join(
-            f"deb [signed-by={KEYRING}] {mirror} {s} main\n" for s in suites))
+            f"{kind} [signed-by={KEYRING}] {mirror} {s} main\n" for s in suites))
         self.opts = [
             f"-oDir::Etc::SourceList={self.sources}",
             "-oDir::Etc::SourceParts=/nonexistent",
@@ -160,7 +165,8 @@ class PrivateApt:
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def update(self, progress: Progress, label: str) -> None:
-        progress(f"{label}: apt update ({self.mirror} {' '.join(self.suites)})")
+        what = " ".join(self.suites) + (" (sources)" if self.kind == "deb-src" else "")
+        progress(f"{label}: apt update ({self.mirror} {what})")
         r = self.run("apt-get", "-q", "update")
         if r.returncode != 0 or re.search(r"^(E|W):.*(NO_PUBKEY|not signed|Failed to fetch)",
                                           r.stderr, re.M):
