@@ -111,7 +111,7 @@ def check(tree_path: str | os.PathLike) -> TreeInfo:
     if missing:
         raise TreeError(f"kernel tree {root} lacks {len(missing)} needed file(s): "
                         + ", ".join(missing)
-                        + " (fetch a complete tree with `trees fetch debian:X.Y`, "
+                        + " (fetch a complete tree with `./kconform tree fetch debian:X.Y`, "
                           "or point --tree at a full kernel source tree)")
     stamp = read_stamp(root)
     return TreeInfo(path=root, version=makefile_version(root / "Makefile"),
