@@ -38,8 +38,10 @@ crash-once)
     exit 1
   fi;;
 seed-crash)
-  if [ -e "$corpus/bad" ]; then
-    cp "$corpus/bad" "${art}crash-2"
+  bad=""
+  for d in "$1" "$2"; do [ -e "$d/bad" ] && bad="$d/bad"; done
+  if [ -n "$bad" ]; then
+    cp "$bad" "${art}crash-2"
     echo "==1== ERROR: libFuzzer: deadly signal" >&2
     echo "artifact_prefix='$art'; Test unit written to ${art}crash-2" >&2
     exit 1
@@ -145,3 +147,28 @@ def test_the_log_is_rotated_so_a_long_run_stays_bounded(tmp_path, monkeypatch):
     assert (root / "fuzz.log.1").exists()
     assert (root / "fuzz.log").stat().st_size <= 400 + 200 and (root / "fuzz.log.1").stat().st_size <= 400 + 200
 
+
+
+def test_a_seed_that_killed_this_build_is_left_out_of_its_next_runs(tmp_path):
+    """seeds/ is remade from the corpora every run: a seed that killed the build while
+    loading is quarantined once, and the next run of the same build leaves it out from
+    the start (no timeout, no restart); a different build gets it again."""
+    seeds = tmp_path / "run" / "seeds"
+    seeds.mkdir(parents=True)
+    (seeds / "bad").write_bytes(b"kills it")
+    root, stats, _ = run(tmp_path, "seed-crash", 4)
+    assert stats["restarts"] == 1 and (root / "quarantine" / "seeds-bad").exists()
+    (seeds / "bad").write_bytes(b"kills it")  # as make_seeds remakes it
+    root, stats, _ = run(tmp_path, "seed-crash", 4)
+    assert stats["restarts"] == 0 and not (seeds / "bad").exists()
+    assert "left out" in (root / "fuzz.log").read_text()
+    # Another build (the stand-in binary changed) is not assumed to die on it.
+    (seeds / "bad").write_bytes(b"kills it")
+    (tmp_path / "fake-libfuzzer").unlink()
+    global FAKE
+    saved, FAKE = FAKE, FAKE + "# another build\n"
+    try:
+        root, stats, _ = run(tmp_path, "seed-crash", 4)
+    finally:
+        FAKE = saved
+    assert stats["restarts"] == 1

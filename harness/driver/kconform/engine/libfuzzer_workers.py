@@ -13,7 +13,9 @@ Each worker writes new inputs into corpus/ and, with more than one, reloads it e
 RELOAD_S seconds to pick up the others' (libFuzzer's -reload). A worker that dies on
 an input of the corpus itself (a seed that crashes the code under test) would die
 again on every restart while loading it: that input is moved to quarantine/ (kept,
-with the crash artifact stored as a finding the usual way) before the restart. A
+with the crash artifact stored as a finding the usual way) before the restart; a
+seed (seeds/ is remade each run) that killed this very build is left out of the
+next runs of it from the start (quarantine/killers-<digest of the binary>). A
 worker that keeps dying before it has loaded the corpus, with nothing to move aside,
 is an error of the run, not something to retry forever.
 
@@ -143,7 +145,32 @@ class LibFuzzerWorkers:
         q.mkdir(exist_ok=True)
         dest = q / f"{match.parent.name}-{match.name}"
         shutil.move(str(match), dest)
+        if match.parent.name == "seeds":  # remade every run: left out of the next ones of this binary
+            with open(self._killers(), "a") as f:
+                f.write(match.name + "\n")
         return dest
+
+    def _killers(self) -> Path:
+        """quarantine/killers-<digest of the fuzz binary>: the seeds that killed this very
+        build while it loaded them (another build of the code under test may not die)."""
+        if not hasattr(self, "_killers_path"):
+            self._killers_path = self.root / "quarantine" / f"killers-{_sha1(Path(self.base[0]))[:16]}"
+        return self._killers_path
+
+    def _leave_out_known_killers(self) -> None:
+        """Removes from seeds/ (remade from the corpora each run; a copy of each is in
+        quarantine/) the seeds that killed this build in an earlier run: each would cost
+        a timeout or a crash and a restart at every start."""
+        try:
+            names = self._killers().read_text().split()
+        except OSError:
+            return
+        left_out = [n for n in names if (self.root / "seeds" / n).is_file()]
+        for n in left_out:
+            (self.root / "seeds" / n).unlink()
+        if left_out:
+            self._log(f"kconform: {len(left_out)} seed(s) that killed this build before left out "
+                      f"(listed in {self._killers()})\n")
 
     def _ended(self, w: Worker) -> None:
         rc = w.proc.wait()  # reaps it and ends what is left of its process group (core/procs.py)
@@ -193,6 +220,7 @@ class LibFuzzerWorkers:
         with naming(self.root / "fuzz.log"):
             self.logf = open(self.root / "fuzz.log", "w", buffering=1)
             try:
+                self._leave_out_known_killers()
                 for w in self.workers:
                     self._start(w)
                 while any(w.proc is not None for w in self.workers):
