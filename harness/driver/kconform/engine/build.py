@@ -11,6 +11,7 @@ engine's presets, the TF-A tree of the SPMC target likewise
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Callable
@@ -51,50 +52,54 @@ def _run(cmd: list[str], what: str) -> None:
         raise ToolError(f"{what} failed ({' '.join(cmd)}):\n{tail}")
 
 
-def _checked_tree(tree: str | os.PathLike, required: bool, offline: bool, log: Log) -> Path | None:
+@dataclasses.dataclass(frozen=True)
+class TreeKind:
+    """A kind of source tree the build configures with: how its specs are told from
+    paths, looked up in the cache, fetched and checked."""
+    what: str
+    is_spec: Callable[[str], bool]
+    cached: Callable[[str], Path | None]
+    fetch: Callable[..., Path]
+    check: Callable[[Path], object]
+
+
+KERNEL_TREE = TreeKind("kernel tree for the EL2 target", lambda t: t.startswith("debian:"),
+                       lambda t: trees.cached_spec(t), lambda t, progress: tree_fetch.fetch(t, progress=progress),
+                       lambda p: trees.check(p))
+TFA_TREE = TreeKind("TF-A tree for the SPMC target", lambda t: source_trees.is_source_spec(t),
+                    lambda t: source_trees.cached(t),
+                    lambda t, progress: source_trees.fetch(t, progress=progress), lambda p: source_trees.check_tfa(p))
+
+
+def _checked(kind: TreeKind, tree: str | os.PathLike, required: bool, offline: bool, log: Log) -> Path | None:
     """The tree to configure with: a spec fetched (only from the cache when offline) or
-    a path, checked. None when there is none and it is not required (the build then has
-    no EL2 handler, as CMake warns)."""
+    a path, checked. None when there is none and it is not required (the build then
+    lacks that target, as CMake warns)."""
     text = str(tree)
     try:
-        if offline and text.startswith("debian:"):
-            path = trees.cached_spec(text)
+        if kind.is_spec(text):
+            path = kind.cached(text) if offline else kind.fetch(text, progress=log)
             if path is None:
                 return None
-        elif text.startswith("debian:"):
-            path = tree_fetch.fetch(text, progress=log)
         else:
             path = Path(text).resolve()
-        return trees.check(path).path
+        return kind.check(path).path
     except trees.TreeError as e:
         if required:
             raise
-        log(f"kconform: no kernel tree for the EL2 target ({str(e).splitlines()[0]}); "
-            f"building without it")
+        log(f"kconform: no {kind.what} ({str(e).splitlines()[0]}); building without it")
         return None
+
+
+def _checked_tree(tree: str | os.PathLike, required: bool, offline: bool, log: Log) -> Path | None:
+    """The kernel tree of the EL2 target (debian:X.Y or a path)."""
+    return _checked(KERNEL_TREE, tree, required, offline, log)
 
 
 def _checked_spmc_tree(tree: str | os.PathLike, offline: bool, log: Log,
                        required: bool = False) -> Path | None:
-    """The TF-A tree to configure with, as _checked_tree for kernel trees: a
-    debian-src: spec fetched (only from the cache when offline) or a path, checked.
-    None when there is none and it is not required (the build then has no SPMC
-    target, as CMake warns)."""
-    text = str(tree)
-    try:
-        if source_trees.is_source_spec(text):
-            path = source_trees.cached(text) if offline else source_trees.fetch(text, progress=log)
-            if path is None:
-                return None
-        else:
-            path = Path(text).resolve()
-        return source_trees.check_tfa(path).path
-    except trees.TreeError as e:
-        if required:
-            raise
-        log(f"kconform: no TF-A tree for the SPMC target ({str(e).splitlines()[0]}); "
-            f"building without it")
-        return None
+    """The TF-A tree of the SPMC target (debian-src:arm-trusted-firmware or a path)."""
+    return _checked(TFA_TREE, tree, required, offline, log)
 
 
 def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
