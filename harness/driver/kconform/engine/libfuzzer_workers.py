@@ -81,6 +81,9 @@ class LibFuzzerWorkers:
         self.closing = False
         self.sel = selectors.DefaultSelector()
         self.workers = [Worker(j) for j in range(jobs)]
+        # The seeds that killed this very build while it loaded them (another build of
+        # the code under test may not die): named by the fuzz binary's digest.
+        self.killers = root / "quarantine" / f"killers-{_sha1(Path(base_cmd[0]))[:16]}"
 
     def _start(self, w: Worker) -> None:
         left = round(self.deadline - time.monotonic())
@@ -112,12 +115,13 @@ class LibFuzzerWorkers:
         if a:
             w.artifact = Path(a.group(1))
 
-    def _read(self, w: Worker) -> bool:
-        """Reads what the worker wrote; False at the end of its output."""
+    def _read(self, w: Worker) -> bool | None:
+        """Reads what the worker wrote: True if it read some, None if nothing is there
+        now, False at the end of its output."""
         try:
             chunk = os.read(w.proc.stderr.fileno(), 1 << 16)
         except BlockingIOError:
-            return True
+            return None
         if not chunk:
             return False
         w.buf += chunk
@@ -146,23 +150,16 @@ class LibFuzzerWorkers:
         dest = q / f"{match.parent.name}-{match.name}"
         shutil.move(str(match), dest)
         if match.parent.name == "seeds":  # remade every run: left out of the next ones of this binary
-            with open(self._killers(), "a") as f:
+            with open(self.killers, "a") as f:
                 f.write(match.name + "\n")
         return dest
-
-    def _killers(self) -> Path:
-        """quarantine/killers-<digest of the fuzz binary>: the seeds that killed this very
-        build while it loaded them (another build of the code under test may not die)."""
-        if not hasattr(self, "_killers_path"):
-            self._killers_path = self.root / "quarantine" / f"killers-{_sha1(Path(self.base[0]))[:16]}"
-        return self._killers_path
 
     def _leave_out_known_killers(self) -> None:
         """Removes from seeds/ (remade from the corpora each run; a copy of each is in
         quarantine/) the seeds that killed this build in an earlier run: each would cost
         a timeout or a crash and a restart at every start."""
         try:
-            names = self._killers().read_text().split()
+            names = self.killers.read_text().split()
         except OSError:
             return
         left_out = [n for n in names if (self.root / "seeds" / n).is_file()]
@@ -170,21 +167,14 @@ class LibFuzzerWorkers:
             (self.root / "seeds" / n).unlink()
         if left_out:
             self._log(f"kconform: {len(left_out)} seed(s) that killed this build before left out "
-                      f"(listed in {self._killers()})\n")
+                      f"(listed in {self.killers})\n")
 
     def _ended(self, w: Worker) -> None:
         rc = w.proc.wait()  # reaps it and ends what is left of its process group (core/procs.py)
-        while True:  # what it wrote last: up to the end of the pipe, or what is there now
-            try:
-                chunk = os.read(w.proc.stderr.fileno(), 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            w.buf += chunk
-        for line in w.buf.split(b"\n"):
-            if line:
-                self._line(w, line.decode(errors="replace"))
+        while self._read(w):  # what it wrote last: up to the end of the pipe, or what is there now
+            pass
+        if w.buf:  # a last line without its newline
+            self._line(w, w.buf.decode(errors="replace"))
         w.buf = b""
         self.sel.unregister(w.proc.stderr)
         w.proc.stderr.close()
@@ -226,7 +216,7 @@ class LibFuzzerWorkers:
                 while any(w.proc is not None for w in self.workers):
                     for key, _ in self.sel.select(timeout=0.5):
                         w = key.data
-                        if not self._read(w):
+                        if self._read(w) is False:
                             self._ended(w)
                     for w in self.workers:  # a process that ended with its pipe still open (a child holding it)
                         if w.proc is not None and w.proc.poll() is not None:
