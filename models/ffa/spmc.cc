@@ -328,7 +328,10 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   // PROFILE:PERMISSIVE-EL3: any sender is taken for the caller.
   const bool any_sender = permissive_ && e == DescError::kOk && r.sender != kHostId;
   if (any_sender) h.pass(kFfaProfilePermissiveEl3);
-  if (e == DescError::kOk) e = check_semantics(r, kind, any_sender ? r.sender : kHostId, [](uint16_t id, const void* ctx) {
+  // SPMC:NS-TRUST: a Normal-world sender (bit 15 clear) is the hypervisor's to vouch for.
+  const bool ns_sender = !any_sender && ns_trust_ && e == DescError::kOk && r.sender != kHostId && !(r.sender & 0x8000);
+  if (ns_sender) h.pass(kFfaSpmcNsTrust);
+  if (e == DescError::kOk) e = check_semantics(r, kind, any_sender || ns_sender ? r.sender : kHostId, [](uint16_t id, const void* ctx) {
         return static_cast<const Spmc*>(ctx)->known_sp(id);
       }, this);
   // A donation has exactly one receiver (ours: Table 10.20 note).
@@ -337,8 +340,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   if (e == DescError::kOk) e = check_ranges(desc, r, static_cast<uint32_t>(desc.size()), ranges);
   // PROFILE:PERMISSIVE-EL3: overlapping constituents are taken as given
   // (check_ranges has read them all by then).
-  if (e == DescError::kOverlap && permissive_) {
-    h.pass(kFfaProfilePermissiveEl3);
+  if (e == DescError::kOverlap && (permissive_ || ns_trust_)) {
+    h.pass(permissive_ ? kFfaProfilePermissiveEl3 : kFfaSpmcNsTrust);
     e = DescError::kOk;
   }
   if (e != DescError::kOk) {
@@ -351,8 +354,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
     h.broke(kFfaSpmcDescTooBig, "%u pages > %u", r.total_pages, kMaxTxPages);
     return kNoMemory;
   }
-  // Constituents inside Normal-world memory.
-  for (uint32_t i = 0; i < r.range_count; ++i)
+  // Constituents inside Normal-world memory (SPMC:NS-TRUST: the hypervisor's to know).
+  for (uint32_t i = 0; i < r.range_count && !ns_trust_; ++i)
     if (!is_ns_memory(ranges[i].address, uint64_t{ranges[i].pages} * kFfaPage)) {
       h.broke(kFfaSpmcNsMemory, "constituent %u at %#llx not NS memory", i,
               static_cast<unsigned long long>(ranges[i].address));
@@ -360,7 +363,7 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
     }
   h.pass(kFfaSpmcNsMemory);
   // No page already held by a live transaction (PROFILE:PERMISSIVE-EL3: any).
-  for (uint32_t i = 0; i < r.range_count && !permissive_; ++i)
+  for (uint32_t i = 0; i < r.range_count && !permissive_ && !ns_trust_; ++i)
     for (uint64_t p = 0; p < ranges[i].pages; ++p)
       if (page_held(ranges[i].address + p * kFfaPage)) {
         h.broke(kFfaSpmcInUse, "page %#llx already shared",
@@ -454,7 +457,10 @@ void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, cons
     case kFnMemLend32:
     case kFnMemLend64: mem_send(MemKind::kLend, r); return lie(r);
     case kFnMemDonate32:
-    case kFnMemDonate64: mem_send(MemKind::kDonate, r); return lie(r);
+    case kFnMemDonate64:
+      if (!cfg_.donate) return r.error(kNotSupported);
+      mem_send(MemKind::kDonate, r);
+      return lie(r);
     case kFnMemFragTx: frag_tx(r); return lie(r);
     case kFnMemFragRx: return frag_rx(r);
     case kFnMemRetrieveReq32:
@@ -540,9 +546,12 @@ void Spmc::features(Reply& r) const {
     case kFnError: case kFnSuccess32: case kFnVersion: case kFnFeatures: case kFnRxRelease:
     case kFnRxtxMap32: case kFnRxtxMap64: case kFnRxtxUnmap: case kFnPartitionInfoGet:
     case kFnIdGet: case kFnSpmIdGet: case kFnMemShare32: case kFnMemShare64: case kFnMemLend32:
-    case kFnMemLend64: case kFnMemDonate32: case kFnMemDonate64: case kFnMemRetrieveReq32:
+    case kFnMemLend64: case kFnMemRetrieveReq32:
     case kFnMemRetrieveReq64: case kFnMemReclaim: case kFnMemFragRx: case kFnMemFragTx:
       return r.success(0);  // RXTX_MAP: w2[1:0] = 0, 4K minimum buffer
+    case kFnMemDonate32: case kFnMemDonate64:
+      if (cfg_.donate) return r.success(0);
+      return r.error(kNotSupported);
     default:
       if (id == kReclaim2.fid && cfg_.reclaim2) return r.success(0);
       return r.error(kNotSupported);
@@ -589,8 +598,9 @@ void Spmc::rxtx_map(Reply& r) const {
   if (rxtx_reserved_set(r.a.w3())) return r.error(kInvalidParameters);
   if (r.s().mapped) return r.error(kDenied);
   const uint64_t len = uint64_t{pages} * kFfaPage;
-  if (pages == 0 || tx % kFfaPage || rx % kFfaPage || !is_ns_memory(tx, len) || !is_ns_memory(rx, len) ||
-      (tx < rx + len && rx < tx + len))
+  // SPMC:NS-TRUST: that the buffers are the caller's memory is the hypervisor's to know.
+  auto ns = [&](uint64_t pa) { return ns_trust_ ? phys(pa, len) != nullptr : is_ns_memory(pa, len); };
+  if (pages == 0 || tx % kFfaPage || rx % kFfaPage || !ns(tx) || !ns(rx) || (tx < rx + len && rx < tx + len))
     return r.error(kInvalidParameters);
   r.s().mapped = true;
   r.s().tx_pa = tx;
@@ -910,7 +920,9 @@ void Spmc::reclaim(Reply& r) const {
   }
   const Transaction* t = find(handle);
   // The handle names a complete transaction whose owner is the caller.
-  if (!t || !t->complete || t->sender != kHostId) {
+  // SPMC:NS-TRUST: the hypervisor reclaims for any of its endpoints.
+  const bool owner = t && (t->sender == kHostId || (ns_trust_ && !(t->sender & 0x8000)));
+  if (!t || !t->complete || !owner) {
     h.broke(kFfaSpmcReclaimHandle, "no transaction %#llx", static_cast<unsigned long long>(handle));
     return r.error(kInvalidParameters);
   }
@@ -1062,6 +1074,18 @@ void Spmc::answer_sp(bool retrieve, uint64_t handle, uint16_t sp, SpmcAnswer& an
     return set_success(ans.out);
   }
   set_error(ans.out, kInvalidParameters);
+}
+
+bool Spmc::rename_handle(uint64_t from, uint64_t to) {
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+    if (!tx_[i].live || tx_[i].handle != from) continue;
+    tx_[i].handle = to;
+    dirty_slots_ |= 1u << i;
+    if (session_.send_handle == from) session_.send_handle = to;
+    if (session_.resp_handle == from) session_.resp_handle = to;
+    return true;
+  }
+  return false;
 }
 
 void Spmc::sp_retrieve(uint64_t handle, uint16_t sp, uint64_t out[kNumRegs], Hits*) {

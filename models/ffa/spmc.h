@@ -62,6 +62,9 @@ struct SpmcConfig {
   // PROFILE:ONE-SEND: a new send while a fragmented one is in flight is BUSY
   // (a choice of this machine's SPMC, not an FF-A requirement).
   bool one_send_in_flight = true;
+  // FFA_MEM_DONATE (DEN0077: optional): without it DONATE and FFA_FEATURES of
+  // it are NOT_SUPPORTED (TF-A's EL3 SPMC has none).
+  bool donate = true;
 };
 
 struct Transaction {
@@ -216,6 +219,13 @@ class Spmc {
   // endpoint count of 0 (read as one endpoint) and a v1.1+ endpoint array
   // offset inside the header (parse_region's lenient reading).
   void set_permissive(bool on) { permissive_ = on; }
+  // SPMC:NS-TRUST: while on, answer() leaves to the hypervisor what only it
+  // can check of a Normal-world send: that the sender is one of its endpoints
+  // (any Normal-world ID, bit 15 clear, is taken; the hypervisor reclaims for
+  // it) and owns the pages (Normal-world memory, no overlap, no page a live
+  // transaction holds). Not state: the spmc target's
+  // model turns it on for one answer() to list that reply too.
+  void set_ns_trust(bool on) { ns_trust_ = on; }
   bool permissive() const { return permissive_; }
 
   // The FF-A error a complete send descriptor would get (0 if none), without
@@ -234,6 +244,11 @@ class Spmc {
   const uint8_t* phys(uint64_t pa, uint64_t len) const;
 
   const Transaction* find(uint64_t handle, TableOverlay o = {}) const;
+  // The transaction (and any exchange in flight) named from by handle to
+  // instead: the handle another SPMC gave the same transaction (the spmc
+  // target's model takes the handle the implementation under test chose).
+  // False if no live transaction has handle from.
+  bool rename_handle(uint64_t from, uint64_t to);
   const Transaction& slot(uint32_t i) const { return tx_[i]; }
   int32_t slot_of(const Transaction* t) const { return static_cast<int32_t>(t - tx_); }
   // Whether a live transaction holds the 4K page at pa (not yet reclaimed).
@@ -277,6 +292,7 @@ class Spmc {
 
   SpmcConfig cfg_;
   bool permissive_ = false;
+  bool ns_trust_ = false;  // not state (set_ns_trust)
   std::span<uint8_t> phys_;
   DirtyPages* dirty_ = nullptr;
   uint8_t* locate(uint64_t pa, uint64_t len) const;
