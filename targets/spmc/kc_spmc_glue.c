@@ -93,6 +93,15 @@ void el3_panic(void)
 	kc_fatal("panic()");
 }
 
+/* An access of the SPMC's to a physical address with no memory behind it: on
+ * hardware a synchronous external abort taken at EL3, which BL31's exception
+ * vectors report and end in panic. Called by the harness from its SIGSEGV
+ * handler (the harness's SIGSEGV handler, SA_NODEFER) while a call is in flight. */
+void kc_spmc_external_abort(void)
+{
+	kc_fatal("synchronous external abort (EL3 read or wrote a physical address that is not memory)");
+}
+
 void console_flush(void)
 {
 }

@@ -64,6 +64,11 @@ int kc_spmc_init(const struct kc_spmc_config *cfg);
  * write (ERET restores the saved context). Returns KC_SPMC_OK or KC_SPMC_FATAL. */
 int kc_spmc_smc(int origin, const uint64_t in[KC_SPMC_NREGS], uint64_t out[KC_SPMC_NREGS]);
 
+/* Ends the call in flight as BL31 ends one that took a synchronous external
+ * abort at EL3 (panic: KC_SPMC_FATAL). For the harness's SIGSEGV handler when
+ * the SPMC touched an address with no memory behind it; it does not return. */
+void kc_spmc_external_abort(void);
+
 /* Snapshots. The state is: every static of the tree's SPMC sources (the
  * kc_spmc_bss/kc_spmc_data sections), the glue's own (kc_spmc_glue_*), and
  * the shared-memory datastore. A snapshot holds the sections and the
