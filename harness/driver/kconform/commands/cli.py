@@ -78,7 +78,11 @@ def _add_run(sub) -> None:
     p.add_argument("--target", action="append", metavar="NAME",
                    help="run only this target (repeatable; known: host = the running kernel's "
                         "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine, "
-                        "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default)")
+                        "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default; "
+                        "spmc = FF-A straight into a real SPMC compiled for this machine, see --spmc)")
+    p.add_argument("--spmc", choices=("tf-a",), default="tf-a",
+                   help="spmc: which SPMC implementation (tf-a: TF-A's EL3 SPMC from the TF-A tree "
+                        "./kconform build fetched, debian-src:arm-trusted-firmware, or its --spmc-tree)")
     p.add_argument("--kernel", metavar="PATH",
                    help="qemu: boot this bzImage (KVM built in) instead of Debian's 7.3 kernel "
                         "(target qemu runs the gmem suite inside a kernel booted in QEMU; "
@@ -93,7 +97,8 @@ def _add_run(sub) -> None:
                    help="qemu: build a small KVM kernel (targets/qemu/kernel.config) from --tree "
                         "(default debian:7.3) with --apply's patch, incrementally, and boot it")
     p.add_argument("--page-size", action="append", metavar="SIZE",
-                   help="el2: host PAGE_SIZE of the build, 4K, 16K or 64K (repeatable; default 4K and 16K)")
+                   help="el2, spmc: host PAGE_SIZE of the build (el2) or of the scenarios (spmc), 4K, 16K "
+                        "or 64K (repeatable; default 4K and 16K)")
     p.add_argument("--apply", metavar="PATCH",
                    help="el2: apply this patch to a copy of the tree first (e.g. the suite's RECLAIM2 "
                         "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch); "
@@ -102,7 +107,7 @@ def _add_run(sub) -> None:
                    help="el2: build the handler with ASan and the kernel's arm64 UBSan checks (a memory error "
                         "in kernel code is a finding; the run resumes with the next scenario)")
     p.add_argument("--watchdog", type=float, metavar="SECONDS", default=None,
-                   help="el2: an op still running after SECONDS is a hang finding (CRASH.HANG) and the run "
+                   help="el2, spmc: an op still running after SECONDS is a hang finding (CRASH.HANG) and the run "
                         "resumes with the next scenario (default 5; 0: no watchdog)")
     p.add_argument("--format", choices=("table", "json", "ktap", "junit", "html"), default="table",
                    help="what to print: a per-rule table (default), a machine-readable report, or the "

@@ -35,7 +35,7 @@ from kconform.targets import el2
 from kconform.targets.qemu.replay import run_target as run_qemu
 
 # Every target kconform knows, in the order `run` tries them, and the ABI each runs.
-TARGETS = {"host": "gmem", "el2": "ffa", "qemu": "gmem"}
+TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa", "qemu": "gmem"}
 # Targets a run without --target leaves out (qemu downloads a kernel and boots it).
 OPT_IN_TARGETS = ("qemu",)
 
@@ -196,7 +196,43 @@ def _plan_qemu(args, log) -> list[Plan]:
     return [Plan("qemu", Engine(runner_binary("default")), "qemu", files, rerun=rerun)]
 
 
-PLANNERS = {"host": _plan_host, "el2": _plan_el2, "qemu": _plan_qemu}
+def spmc_release(impl: str, version: str, page_size: int) -> str:
+    """What findings and the baseline call an SPMC build: tf-a-2.12.1-4k."""
+    return f"{impl}-{version}-{page_size // 1024}k"
+
+
+def _plan_spmc(args, log) -> list[Plan]:
+    """FF-A scenarios straight into a real SPMC (targets/spmc), judged by the SPMC-side
+    model: one plan per --page-size, all in the default build's kconform-runner-spmc."""
+    files = scenario_files(args.scenarios, "ffa")
+    if not files:
+        return []
+    if args.fault:
+        raise ToolError("flag --fault: the spmc target has no fault wrappers (the SPMC is EL3 itself)")
+    impl = getattr(args, "spmc", None) or "tf-a"
+    binary = runner_binary("default").with_name("kconform-runner-spmc")
+    if not binary.exists():
+        raise ToolError(f"target spmc: {shown_path(binary)} was not built: the default build has no TF-A "
+                        "tree (./kconform build fetches debian-src:arm-trusted-firmware; see its warning)")
+    sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None and not watchdog >= 0:
+        raise ToolError(f"flag --watchdog: {watchdog} is not a non-negative number of seconds")
+    extra = ["--watchdog", f"{watchdog:g}"] if watchdog is not None else []
+    engine = Engine(binary)
+    plans = []
+    for p in sizes:
+        ident, why = engine.probe(f"spmc-{p // 1024}k")
+        if not ident:
+            raise ToolError(f"target spmc: {why}")
+        plans.append(Plan(f"spmc-{ident['release']}", engine, f"spmc-{p // 1024}k", files,
+                          release=ident["release"],
+                          rerun=["--target", "spmc", "--spmc", impl, "--page-size", f"{p // 1024}K"] + extra,
+                          watchdog=watchdog))
+    return plans
+
+
+PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _plan_qemu}
 
 
 def cmd_run(args, console: Console) -> int:
