@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""check_mutant.py STOCK_RUNNER MUTANT_RUNNER PATCH CORPUS_DIR
+
+A TF-A mutant (targets/spmc/mutants/*.patch) must be reported: run every FF-A
+scenario of CORPUS_DIR on the spmc target (4K) of the stock build and of the
+mutant's, and pass only if some op the stock SPMC passes is a violation of the
+rule the patch names ("# Caught as: RULE") on the mutant. Prints those ops.
+Exit 0 caught, 1 not caught, 2 could not run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def verdicts(runner: str, files: list[str], out: Path) -> dict:
+    r = subprocess.run([runner, "run", "--target", "spmc-4k", "--out", str(out), *files],
+                       capture_output=True, text=True)
+    if r.returncode not in (0, 1) or not out.exists():
+        print(f"check_mutant: {runner} failed ({r.returncode}): {r.stderr.strip()[-2000:]}", file=sys.stderr)
+        sys.exit(2)
+    ops = {}
+    for line in out.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "op":
+            ops[(rec["scenario"], rec["op"])] = rec
+    return ops
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    stock, mutant, patch, corpus = argv[1:]
+    m = re.search(r"^# Caught as: ([A-Z0-9_.]+)", Path(patch).read_text(), re.M)
+    if not m:
+        print(f"check_mutant: {patch}: no '# Caught as: RULE' line", file=sys.stderr)
+        return 2
+    rule = m.group(1)
+    files = sorted(str(p) for p in Path(corpus).glob("*.kcs"))
+    if not files:
+        print(f"check_mutant: {corpus}: no .kcs files", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as d:
+        base = verdicts(stock, files, Path(d) / "stock.jsonl")
+        mut = verdicts(mutant, files, Path(d) / "mutant.jsonl")
+    caught = [rec for key, rec in mut.items()
+              if rec.get("verdict") == "violation" and rule in rec.get("violated", [])
+              and base.get(key, {}).get("verdict") == "pass"]
+    name = Path(patch).name
+    for rec in caught[:10]:
+        print(f"{name}: caught: {rec['scenario']} op {rec['op']} {rec['call']}: "
+              f"expected {rec.get('expected')}, observed {rec.get('observed')}")
+    print(f"{name}: {len(caught)} op(s) where the stock SPMC passes and the mutant violates {rule}")
+    return 0 if caught else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
