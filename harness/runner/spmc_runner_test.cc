@@ -151,6 +151,8 @@ TEST_F(SpmcTarget, WrongAnswersAreCaught) {
       {"succeed:mem_reclaim", 5, "FFA.SPMC.RECLAIM_HANDLE"},      // a reclaim of nothing succeeds
       {"fail:mem_reclaim", 4, "FFA.SPMC.RECLAIM_HANDLE"},         // the owner's reclaim refused
       {"fail:version", 0, "FFA.VERSION.NEGOTIATE"},
+      {"wrong-state:mem_share", 3, "FFA.SPMC.ANSWER"},         // the table after the send (SPMC:TABLE)
+      {"wrong-state:mem_reclaim", 4, "FFA.SPMC.RECLAIM_HANDLE"},  // the table after the reclaim
   };
   // The second reclaim names a transaction that is gone: INVALID_PARAMETERS.
   const std::string text = scenario("spmc/test/wrong", std::string(kShare4) + "mem_share\nmem_reclaim handle=0\n"

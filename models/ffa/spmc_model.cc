@@ -9,6 +9,7 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/common/dirty_pages.h"
 #include "models/ffa/scenario_ops.h"
+#include "models/ffa/spmc_view.h"
 
 namespace kconform::ffa {
 
@@ -111,6 +112,44 @@ class SpmcModel final : public Model {
   }
 
   void expect(const Scenario& s, size_t i, Expectation& out) override {
+    expect_regs(s, i, out);
+    // SPMC:TABLE: each allowed outcome leaves the table it says (the model's
+    // with the answer's one transaction changed; a refusal or a harness op:
+    // the table as it is).
+    const uint64_t pre = spmc_view_digest(spmc_view_of(*spmc_));
+    const Op& op = s.ops[i];
+    const bool call = op.code < kOpCount && op.code != kOpTxWrite && op.code != kOpTxMemDesc &&
+                      op.code != kOpTxConstituents && op.code != kOpEl3Misbehave && op.code != kOpEl3Profile &&
+                      op.code != kOpHostFill && op.code != kOpHostCount;
+    for (Allowed& a : out.allowed) {
+      a.check_state = true;
+      a.state = pre;
+      if (!call || !have_ans_ || non_ffa_) continue;
+      const bool refusal = (a.regs_mask & kX0) && (a.regs[0] == kFnError || a.kind != Outcome::Kind::kOk ||
+                                                   (op.code >= kOpSpRetrieve && a.lo != 0));
+      const bool sp = op.code == kOpSpRetrieve || op.code == kOpSpRelinquish;
+      if (sp ? a.lo != 0 : refusal && !is_error(ans_->out)) continue;  // an allowed refusal of a success: unchanged
+      const SpmcAnswer& from = (trusting_ && a.rule == kFfaSpmcNsTrust) ? *trust_ans_ : *ans_;
+      a.state = spmc_view_digest(spmc_view_of(*spmc_, {from.slot, &from.tx}));
+    }
+    // SPMC:FRAG: a refused fragment may end the send (the model's choice) or
+    // leave it as it was for the sender to go on or reclaim (TF-A's).
+    keep_send_ = false;
+    if (call && have_ans_ && !non_ffa_ && is_error(ans_->out) && ans_->slot >= 0 && !ans_->tx.live &&
+        !spmc_->slot(static_cast<uint32_t>(ans_->slot)).complete) {
+      const size_t n = out.allowed.size();
+      for (size_t k = 0; k < n; ++k) {
+        if (out.allowed[k].state == pre) continue;
+        Allowed keep = out.allowed[k];
+        keep.state = pre;
+        out.allowed.push_back(keep);
+      }
+      keep_send_ = true;
+      keep_pre_ = pre;
+    }
+  }
+
+  void expect_regs(const Scenario& s, size_t i, Expectation& out) {
     out.clear();
     planned_ = {&s, i};
     have_ans_ = false;
@@ -332,6 +371,13 @@ class SpmcModel final : public Model {
     // The SPMC took the hypervisor's word (SPMC:NS-TRUST): that reply's effect.
     if (!sp_op && trusting_ && trust_allowed_.admits(observed)) std::swap(ans_, trust_ans_);
     trusting_ = false;
+    // SPMC:FRAG: the SPMC kept the send the model would end.
+    if (!sp_op && keep_send_ && observed.state == keep_pre_) {
+      keep_send_ = false;
+      have_ans_ = false;
+      return;
+    }
+    keep_send_ = false;
     // An allowed refusal where the model would have succeeded changes nothing.
     const bool refused = sp_op ? observed.value != 0
                                : fid_of(observed.regs.data()) == kFnError ||
@@ -374,6 +420,8 @@ class SpmcModel final : public Model {
   bool have_ans_ = false;
   bool trusting_ = false;   // expect() listed the SPMC:NS-TRUST reply too
   bool non_ffa_ = false;    // expect() answered SMC_UNK (not an FF-A call)
+  bool keep_send_ = false;  // expect() allowed keeping the send its refusal ends (SPMC:FRAG)
+  uint64_t keep_pre_ = 0;   // the table digest then
   Allowed trust_allowed_;
   Hits hits_, trust_hits_;
   std::vector<uint64_t> handles_;

@@ -90,6 +90,30 @@ size_t kc_spmc_piece_bytes(int piece, void *dst);
 /* Pieces kc_spmc_snapshot_load() leaves alone (a test shows each is needed). */
 extern int kc_spmc_restore_skip;
 
+/* One transaction of the SPMC's table, as its own structures hold it. */
+#define KC_SPMC_MAX_RECEIVERS 4
+struct kc_spmc_tx {
+	uint64_t handle;
+	uint8_t complete;      /* every fragment received */
+	uint8_t type;          /* desc.flags transaction type: 1 share, 2 lend (0: none recorded) */
+	uint32_t received;     /* bytes of the descriptor received (desc_filled) */
+	uint32_t total_len;    /* bytes it has (desc_size; a v1.0 sender's is converted to v1.1 on completion) */
+	uint16_t sender;
+	uint64_t tag;
+	uint32_t in_use;       /* retrievals not yet relinquished */
+	/* Complete transactions only: */
+	uint32_t n_receivers;  /* endpoint count (the first KC_SPMC_MAX_RECEIVERS are below) */
+	uint16_t receivers[KC_SPMC_MAX_RECEIVERS];
+	uint8_t perms[KC_SPMC_MAX_RECEIVERS];
+	uint32_t total_pages;
+	uint32_t n_ranges;
+	const void *ranges;    /* n_ranges constituents in FF-A's layout: u64 address, u32 pages, u32 reserved */
+};
+/* Fills out[0, min(n, max)) with the live transactions in table order and
+ * returns n, their number (call again with more room if n > max). The
+ * pointers stay valid until the next call into the SPMC. */
+size_t kc_spmc_table(struct kc_spmc_tx *out, size_t max);
+
 /* spmc_shmem_obj_state.allocated: bytes of the datastore in use. */
 size_t kc_spmc_shmem_allocated(void);
 

@@ -12,6 +12,7 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/scenario_ops.h"
 #include "models/ffa/spmc_model.h"
+#include "models/ffa/spmc_view.h"
 #include "targets/spmc/kc_spmc_hooks.h"
 
 namespace kconform::spmc {
@@ -70,6 +71,43 @@ void put(uint8_t* b, size_t off, T v) {
 }
 
 }  // namespace
+
+// SPMC:TABLE: the table TF-A holds, read through its own structures
+// (kc_spmc_table), in the view the model digests.
+uint64_t SpmcFfaTarget::table_digest() {
+  size_t n = kc_spmc_table(table_.data(), table_.size());
+  if (n > table_.size()) {
+    table_.resize(n);
+    n = kc_spmc_table(table_.data(), table_.size());
+  }
+  std::vector<F::SpmcViewEntry> v(n);
+  for (size_t k = 0; k < n; ++k) {
+    const kc_spmc_tx& t = table_[k];
+    F::SpmcViewEntry& e = v[k];
+    e.handle = t.handle;
+    e.complete = t.complete;
+    if (!t.complete) {
+      e.received = t.received;
+      e.total_len = t.total_len;
+      continue;
+    }
+    e.kind = t.type;  // TF-A's flags type field: 1 share, 2 lend (the model's MemKind numbering)
+    e.sender = t.sender;
+    e.tag = t.tag;
+    e.retrieved = t.in_use != 0;
+    for (uint32_t r = 0; r < t.n_receivers && r < KC_SPMC_MAX_RECEIVERS; ++r)
+      e.receivers.push_back({t.receivers[r], t.perms[r]});
+    const auto* c = static_cast<const uint8_t*>(t.ranges);
+    for (uint32_t r = 0; r < t.n_ranges; ++r) {  // FF-A constituent: u64 address, u32 pages, u32 reserved
+      F::Constituent k2;
+      std::memcpy(&k2.address, c + 16 * r, 8);
+      std::memcpy(&k2.pages, c + 16 * r + 8, 4);
+      e.ranges.push_back(k2);
+    }
+    e.total_pages = t.total_pages;
+  }
+  return F::spmc_view_digest(std::move(v));
+}
 
 SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
   if (page_size != 4096 && page_size != 16384 && page_size != 65536) {
@@ -272,6 +310,12 @@ uint64_t SpmcFfaTarget::tx_op(const Scenario& s, const Op& op) {
 }
 
 Outcome SpmcFfaTarget::exec(const Scenario& s, size_t i) {
+  Outcome o = exec_op(s, i);
+  o.state = table_digest();
+  return o;
+}
+
+Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
   using namespace F;
   breaks_.clear();
   const Op& op = s.ops[i];

@@ -14,7 +14,9 @@
 // keep the scenario's addresses: the SPMC never dereferences a constituent.
 //
 // After every op: the handle a new transaction got (SPMC:HANDLE-SPEC,
-// FFA.SPMC.HANDLE) and whether the SPMC left a lock held or panicked.
+// FFA.SPMC.HANDLE) and whether the SPMC left a lock held; the outcome's state
+// is the digest of TF-A's transaction table read through its own structures
+// (models/ffa/spmc_view.h, SPEC.md SPMC:TABLE).
 //
 // TF-A's state is global: one SpmcFfaTarget per process; every scenario starts
 // from the snapshot taken after the SP mapped its mailbox.
@@ -27,6 +29,7 @@
 
 #include "models/ffa/proxy.h"
 #include "targets/invariants.h"
+#include "targets/spmc/kc_spmc_hooks.h"
 #include "targets/target.h"
 
 namespace kconform::spmc {
@@ -56,6 +59,8 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   bool smc(int origin, const uint64_t in[8], uint64_t out[8]);  // false: the SPMC stopped (fatal)
   int sp_op(bool retrieve, uint64_t handle, uint16_t sp, uint64_t out[8]);
   uint64_t tx_op(const Scenario& s, const Op& op);
+  Outcome exec_op(const Scenario& s, size_t i);
+  uint64_t table_digest();  // SPMC:TABLE, from TF-A's own table
 
   std::string error_;
   ::kconform::ffa::ProxyProfile layout_;
@@ -75,6 +80,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   bool tx_known_ = false;
   uint64_t rx_pa_ = 0, rx_bytes_ = 0;  // the Normal world's RX as mapped (the SPMC writes it)
   std::vector<InvariantBreak> breaks_;
+  std::vector<kc_spmc_tx> table_ = std::vector<kc_spmc_tx>(32);
 };
 
 std::unique_ptr<SpmcFfaTarget> open_spmc_ffa_target(uint64_t page_size, std::string* error);
