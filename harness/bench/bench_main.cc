@@ -27,6 +27,9 @@
 #ifdef KC_BENCH_EL2
 #include "harness/runner/target_el2.h"
 #endif
+#ifdef KC_BENCH_SPMC
+#include "harness/runner/target_spmc.h"
+#endif
 
 namespace {
 
@@ -101,9 +104,14 @@ void run_family(benchmark::State& state, const TargetFamily& family, const std::
   state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsRate);
 }
 
-#ifdef KC_BENCH_EL2
+#if defined(KC_BENCH_EL2)
 void BM_El2Differential(benchmark::State& state) { run_family(state, el2::el2_target_family(), "ffa"); }
 BENCHMARK(BM_El2Differential)->Unit(benchmark::kMillisecond)->UseRealTime();
+#elif defined(KC_BENCH_SPMC)
+// TF-A's EL3 SPMC called straight from the Normal world (4K scenarios), judged
+// by the SPMC-side model.
+void BM_SpmcDifferential(benchmark::State& state) { run_family(state, spmc::spmc_target_family(4096), "ffa"); }
+BENCHMARK(BM_SpmcDifferential)->Unit(benchmark::kMillisecond)->UseRealTime();
 #else
 void BM_HostGmemScenarios(benchmark::State& state) { run_family(state, host_target_family(), "gmem"); }
 BENCHMARK(BM_HostGmemScenarios)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -1,7 +1,8 @@
 // The fuzz target's entry points (libFuzzer's interface, which AFL++ also
 // drives in persistent mode through libAFLDriver: `afl-clang-fast++
 // -fsanitize=fuzzer`). One source for both engines; KC_FUZZ_EL2 selects the
-// in-process EL2 target (FF-A), otherwise the running kernel's guest_memfd.
+// in-process EL2 target (FF-A), KC_FUZZ_SPMC=<page size> the spmc target
+// (TF-A's EL3 SPMC, FF-A), otherwise the running kernel's guest_memfd.
 #include <cstddef>
 #include <cstdint>
 
@@ -10,6 +11,9 @@
 #ifdef KC_FUZZ_EL2
 #include "harness/runner/target_el2.h"
 #endif
+#ifdef KC_FUZZ_SPMC
+#include "harness/runner/target_spmc.h"
+#endif
 
 using namespace kconform;
 
@@ -17,9 +21,12 @@ namespace {
 
 fuzz::FuzzRunner* g_runner = nullptr;
 
-#ifdef KC_FUZZ_EL2
+#if defined(KC_FUZZ_EL2)
 constexpr Abi kAbi = Abi::kFfa;
 const TargetFamily& family() { return el2::el2_target_family(); }
+#elif defined(KC_FUZZ_SPMC)
+constexpr Abi kAbi = Abi::kFfa;
+const TargetFamily& family() { return spmc::spmc_target_family(KC_FUZZ_SPMC); }
 #else
 constexpr Abi kAbi = Abi::kGmem;
 const TargetFamily& family() { return host_target_family(); }

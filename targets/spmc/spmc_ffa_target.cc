@@ -41,7 +41,17 @@ uint64_t low_host_pages(uint64_t page_size) {
   }
 }
 
-bool g_booted = false;  // kc_spmc_init() runs once per process
+// TF-A's SPMC is booted once per process (kc_spmc_init), with the SP's
+// mailbox (never freed: the boot snapshot names it); each target after the
+// first starts from that boot's snapshot. One target at a time.
+struct Boot {
+  bool done = false;
+  std::string error;       // the boot failed: every open fails with it
+  uint8_t* sp_mbox = nullptr;
+  std::vector<uint8_t> snapshot;
+};
+Boot g_boot;
+bool g_open = false;
 
 // A fault of the SPMC's on the no-memory window while a call is in flight is
 // the external abort BL31 would take (kc_spmc_external_abort); any other
@@ -114,8 +124,8 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
     error_ = "spmc: page size " + std::to_string(page_size) + " is not 4K, 16K or 64K";
     return;
   }
-  if (g_booted) {
-    error_ = "spmc: TF-A's SPMC is global: one spmc target per process";
+  if (g_open) {
+    error_ = "spmc: TF-A's SPMC is global: one spmc target at a time";
     return;
   }
   const uint64_t low = low_host_pages(page_size);
@@ -140,14 +150,12 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
   const size_t bytes = layout_.ram_bytes();
   void* r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   void* n = mmap(nullptr, kNoMemBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* m = mmap(nullptr, 2 * kFfaPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (r == MAP_FAILED || n == MAP_FAILED || m == MAP_FAILED) {
+  if (r == MAP_FAILED || n == MAP_FAILED) {
     error_ = std::string("spmc: mmap: ") + std::strerror(errno);
     return;
   }
   ram_ = static_cast<uint8_t*>(r);
   nomem_ = static_cast<uint8_t*>(n);
-  sp_mbox_ = static_cast<uint8_t*>(m);
 
   g_nomem_lo = reinterpret_cast<uintptr_t>(nomem_);
   g_nomem_hi = g_nomem_lo + kNoMemBytes;
@@ -163,26 +171,15 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
   const char* log = std::getenv("KCONFORM_SPMC_LOG");
   kc_spmc_knobs.log_verbose = log && *log && *log != '0';
 
-  g_booted = true;
-  kc_spmc_config cfg{kSpId, kSpVersion, {0x6b636f6e, 0x666f726d, 0, kSpId}};
-  const int rc = kc_spmc_init(&cfg);
-  if (rc != 0) {
-    error_ = "spmc: TF-A's spmc_setup() failed (" + std::to_string(rc) + ")";
+  if (!g_boot.done) boot();
+  if (!g_boot.error.empty()) {
+    error_ = g_boot.error;
     return;
   }
-  // The borrower maps its mailbox once; every scenario starts from here.
-  uint64_t in[8] = {F::kFnRxtxMap64, reinterpret_cast<uint64_t>(sp_mbox_),
-                    reinterpret_cast<uint64_t>(sp_mbox_ + kFfaPage), 1, 0, 0, 0, 0};
-  uint64_t out[8] = {};
-  if (kc_spmc_smc(KC_SPMC_FROM_SP, in, out) != KC_SPMC_OK || (out[0] & 0xffffffffu) != F::kFnSuccess32) {
-    error_ = "spmc: the secure partition's FFA_RXTX_MAP failed (x0 " + hex(out[0]) + ", w2 " + hex(out[2]) + ")";
-    return;
-  }
-  snapshot_.resize(kc_spmc_snapshot_size());
-  if (kc_spmc_snapshot_save(snapshot_.data(), snapshot_.size()) != snapshot_.size()) {
-    error_ = "spmc: snapshot failed";
-    return;
-  }
+  sp_mbox_ = g_boot.sp_mbox;
+  snapshot_ = g_boot.snapshot;
+  kc_spmc_snapshot_load(snapshot_.data(), snapshot_.size());
+  g_open = true;
 
   identity_.target = "spmc";
   identity_.release = "tf-a-" KC_SPMC_TFA_VERSION "-" + std::to_string(page_size / 1024) + "k";
@@ -199,9 +196,41 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
 }
 
 SpmcFfaTarget::~SpmcFfaTarget() {
+  if (ok()) {
+    // Nothing of TF-A's may point into this target's RAM once it is gone.
+    kc_spmc_snapshot_load(snapshot_.data(), snapshot_.size());
+    g_open = false;
+  }
   if (ram_) munmap(ram_, layout_.ram_bytes());
   if (nomem_) munmap(nomem_, kNoMemBytes);
-  if (sp_mbox_) munmap(sp_mbox_, 2 * kFfaPage);
+}
+
+// Boots TF-A's SPMC once: spmc_setup() with the SP's manifest, then the SP
+// maps its mailbox; the snapshot after that is where every scenario starts.
+void SpmcFfaTarget::boot() {
+  g_boot.done = true;
+  void* m = mmap(nullptr, 2 * kFfaPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    g_boot.error = std::string("spmc: mmap: ") + std::strerror(errno);
+    return;
+  }
+  g_boot.sp_mbox = static_cast<uint8_t*>(m);
+  kc_spmc_config cfg{kSpId, kSpVersion, {0x6b636f6e, 0x666f726d, 0, kSpId}};
+  const int rc = kc_spmc_init(&cfg);
+  if (rc != 0) {
+    g_boot.error = "spmc: TF-A's spmc_setup() failed (" + std::to_string(rc) + ")";
+    return;
+  }
+  uint64_t in[8] = {F::kFnRxtxMap64, reinterpret_cast<uint64_t>(g_boot.sp_mbox),
+                    reinterpret_cast<uint64_t>(g_boot.sp_mbox + kFfaPage), 1, 0, 0, 0, 0};
+  uint64_t out[8] = {};
+  if (kc_spmc_smc(KC_SPMC_FROM_SP, in, out) != KC_SPMC_OK || (out[0] & 0xffffffffu) != F::kFnSuccess32) {
+    g_boot.error = "spmc: the secure partition's FFA_RXTX_MAP failed (x0 " + hex(out[0]) + ", w2 " + hex(out[2]) + ")";
+    return;
+  }
+  g_boot.snapshot.resize(kc_spmc_snapshot_size());
+  if (kc_spmc_snapshot_save(g_boot.snapshot.data(), g_boot.snapshot.size()) != g_boot.snapshot.size())
+    g_boot.error = "spmc: snapshot failed";
 }
 
 std::unique_ptr<SpmcFfaTarget> open_spmc_ffa_target(uint64_t page_size, std::string* error) {

@@ -18,8 +18,9 @@
 // is the digest of TF-A's transaction table read through its own structures
 // (models/ffa/spmc_view.h, SPEC.md SPMC:TABLE).
 //
-// TF-A's state is global: one SpmcFfaTarget per process; every scenario starts
-// from the snapshot taken after the SP mapped its mailbox.
+// TF-A's state is global: one SpmcFfaTarget at a time (TF-A is booted once per
+// process); every scenario starts from the snapshot taken after the SP mapped
+// its mailbox.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
 
  private:
+  static void boot();
   uint64_t host_va(uint64_t pa) const;
   uint8_t* ram(uint64_t pa, uint64_t len) const;
   bool smc(int origin, const uint64_t in[8], uint64_t out[8]);  // false: the SPMC stopped (fatal)
@@ -67,7 +69,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   TargetIdentity identity_;
   uint8_t* ram_ = nullptr;    // layout_.ram_bytes() at layout_.phys_base
   uint8_t* nomem_ = nullptr;  // kNoMemBytes, PROT_NONE: addresses outside RAM
-  uint8_t* sp_mbox_ = nullptr;  // the SP's TX and RX pages
+  uint8_t* sp_mbox_ = nullptr;  // the SP's TX and RX pages (the process's, booted once)
   std::vector<uint8_t> snapshot_;
   std::vector<std::pair<uint64_t, uint64_t>> dirty_;  // RAM ranges written since begin()
   // Per scenario.

@@ -2,19 +2,20 @@
 (reports/bench/<time>.json) and a Markdown table (the README's "Benchmarks").
 
 Rows: the EL2 differential (scenario executions per second on one core, plain
-and ASan+UBSan builds: preset asan-opt at -O2 and asan at -O0), guest_memfd scenarios per second on the host kernel
+and ASan+UBSan builds: preset asan-opt at -O2 and asan at -O0), the SPMC differential
+(TF-A's EL3 SPMC straight from the Normal world, spmc), guest_memfd scenarios per second on the host kernel
 (Google Benchmark, harness/bench), Z3 generation time (kconform-gen), and, only
 when selected (they take minutes): `--only mutant-ttf`, the time libFuzzer needs
 to find each mutant (RECLAIM2 and stock ffa.c families, from the seeds and from an
 empty corpus; by default a slice, the issue's matrix with --nightly;
 selftest/mutant_ttf.py); `--only fuzz-el2`, `kconform fuzz --engine libfuzzer
 --target el2` on stock 7.3 for --fuzz-time: executions per second per job and
-restarts; `--only qemu`, boot to the first observed op and scenarios per second inside the
+restarts (`--only fuzz-spmc`: the same on TF-A's EL3 SPMC); `--only qemu`, boot to the first observed op and scenarios per second inside the
 guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 
-Selectors (`--only a,b`): el2, gmem, linearize (the interleaving search that judges
+Selectors (`--only a,b`): el2, spmc, gmem, linearize (the interleaving search that judges
 concurrent groups, harness/runner/linearize.h: interleavings explored per second), gen
-(the default set), mutant-ttf, fuzz-el2 and qemu.
+(the default set), mutant-ttf, fuzz-el2, fuzz-spmc and qemu.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from kconform.selftest.write import REFERENCE as WRITE_PATCH
 from kconform.sources import debian_kernels, kernel_build
 from kconform.targets.qemu.guest import ensure_tools, run_guest
 
-SELECTORS = ("el2", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "qemu")
-DEFAULT_SELECTORS = ("el2", "gmem", "linearize", "gen")
+SELECTORS = ("el2", "spmc", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "fuzz-spmc", "qemu")
+DEFAULT_SELECTORS = ("el2", "spmc", "gmem", "linearize", "gen")
 
 
 def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None, only: str | None = None) -> dict:
@@ -101,6 +102,19 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
                              f"crash the in-process ffa.c), model+ffa.c+judge, {reps} repetitions"))
         except ToolError as e:
             rows.append(_row(name, None, "scenario executions/s/core", "", f"EL2 target unavailable: {str(e)[:200]}"))
+    if "spmc" in sel:
+        # The spmc target: TF-A's EL3 SPMC straight from the Normal world (default build).
+        name = "SPMC differential (TF-A EL3 SPMC), 4K, plain"
+        try:
+            build_preset("default", targets=["kconform-bench-spmc"], log=log)
+            m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench-spmc", reps,
+                        [REPO / "corpora" / "ffa"])
+            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
+                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
+                             f"{m['ops_per_s']:.0f} ops/s), SPMC-side model+TF-A+judge incl. the table read "
+                             f"each op, {reps} repetitions"))
+        except ToolError as e:
+            rows.append(_row(name, None, "scenario executions/s/core", "", f"spmc target unavailable: {str(e)[:200]}"))
     if "gmem" in sel:
         rows.append(_gmem_row(reps, log))
     if "linearize" in sel:
@@ -111,6 +125,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         rows += _mutant_ttf_rows(log, **(mutant_opts or {}))
     if "fuzz-el2" in sel:
         rows += _fuzz_el2_rows(log, **(fuzz_opts or {}))
+    if "fuzz-spmc" in sel:
+        rows += _fuzz_el2_rows(log, **(fuzz_opts or {}), target="spmc")
     if "qemu" in sel:
         rows += _qemu_rows(reps, log)
     return rows
@@ -234,35 +250,37 @@ def _mutant_ttf_rows(log, **opts) -> list[dict]:
     return rows
 
 
-def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "none") -> list[dict]:
-    """`kconform fuzz --engine libfuzzer --target el2` on stock 7.3 for seconds, from its
-    seeds in a scratch folder (not reports/fuzz): executions per second per job (every
-    execution over the whole run, start-up and the seeds' crashes included) and
-    restarts after a crash of the process (last-run.json)."""
+def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "none",
+                   target: str = "el2") -> list[dict]:
+    """`kconform fuzz --engine libfuzzer --target el2` on stock 7.3 (or `--target spmc`,
+    TF-A's EL3 SPMC) for seconds, from its seeds in a scratch folder (not reports/fuzz):
+    executions per second per job (every execution over the whole run, start-up and the
+    seeds' crashes included) and restarts after a crash of the process (last-run.json)."""
     from kconform.commands.run import kconform_command
     with tempfile.TemporaryDirectory(prefix="kconform-bench-fuzz-") as d:
-        cmd = [kconform_command(), "fuzz", "--engine", "libfuzzer", "--target", "el2", "--time", f"{seconds}s",
+        cmd = [kconform_command(), "fuzz", "--engine", "libfuzzer", "--target", target, "--time", f"{seconds}s",
                "--jobs", str(jobs), "--sanitizers", sanitizers, "--out", d, "--no-merge", "--quiet"]
-        log(f"kconform bench: fuzz-el2: {' '.join(cmd)}")
+        log(f"kconform bench: fuzz-{target}: {' '.join(cmd)}")
         r = procs.run(cmd, capture_output=True, text=True, timeout=seconds + 1800)
-        doc_path = Path(d) / "el2-4k" / "last-run.json"
+        doc_path = Path(d) / f"{target}-4k" / "last-run.json"
         if not doc_path.exists():
-            raise ToolError(f"bench fuzz-el2: kconform fuzz wrote no last-run.json (exit {r.returncode}): "
+            raise ToolError(f"bench fuzz-{target}: kconform fuzz wrote no last-run.json (exit {r.returncode}): "
                             f"{(r.stderr or r.stdout).strip()[-1000:]}")
         doc = json.loads(doc_path.read_text())
     per_job = doc["execs"] / doc["seconds"] / jobs if doc["seconds"] else 0.0
     rule_findings = [f for f in doc["findings"] if f["signature"].split()[0].startswith(("FFA", "GMEM"))]
-    how = (f"`kconform fuzz --engine libfuzzer --target el2 --time {seconds}s --jobs {jobs} --sanitizers "
-           f"{sanitizers}` on stock "
+    what = "stock" if target == "el2" else "TF-A's EL3 SPMC,"
+    how = (f"`kconform fuzz --engine libfuzzer --target {target} --time {seconds}s --jobs {jobs} --sanitizers "
+           f"{sanitizers}` on {what} "
            f"{doc['release']} from its seeds: {doc['execs']} executions in {doc['seconds']} s, "
            f"{doc['restarts']} restart(s) after a crash of the process, {len(doc['findings'])} signature(s) "
            f"({len(rule_findings)} rule findings, recorded without a restart), coverage {doc['coverage']}")
     build = "no sanitizers" if sanitizers == "none" else "ASan+UBSan"
-    row = _row(f"fuzz el2 (libFuzzer, stock 7.3, {build}) executions per job", round(per_job, 1),
-               "executions/s/job", how)
+    subject = "el2 (libFuzzer, stock 7.3" if target == "el2" else f"spmc (libFuzzer, {doc['release']}"
+    row = _row(f"fuzz {subject}, {build}) executions per job", round(per_job, 1), "executions/s/job", how)
     row.update({"execs": doc["execs"], "seconds": doc["seconds"], "restarts": doc["restarts"], "jobs": jobs,
                 "sanitizers": sanitizers, "exit": r.returncode})
-    row2 = _row(f"fuzz el2 (libFuzzer, stock 7.3, {build}) restarts", doc["restarts"], "restarts", how)
+    row2 = _row(f"fuzz {subject}, {build}) restarts", doc["restarts"], "restarts", how)
     return [row, row2]
 
 

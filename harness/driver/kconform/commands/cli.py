@@ -311,9 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
                               + INTERRUPTED_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("libfuzzer", "afl"), default="libfuzzer")
-    p.add_argument("--target", choices=("host", "el2"), default="host",
+    p.add_argument("--target", choices=("host", "el2", "spmc"), default="host",
                    help="host = the running kernel's guest_memfd; el2 = pKVM's ffa.c in process (debian:7.3)")
-    p.add_argument("--page-size", default="4K", metavar="SIZE", help="el2: host PAGE_SIZE of the build (4K, 16K)")
+    p.add_argument("--page-size", default="4K", metavar="SIZE",
+                   help="el2: host PAGE_SIZE of the build (4K, 16K); spmc: of the scenarios")
     p.add_argument("--time", default="10m", metavar="DURATION", help="how long to fuzz: 30s, 10m, 8h (default 10m)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel fuzzing processes (default 1)")
     p.add_argument("--max-len", type=int, default=8192, metavar="BYTES", help="largest input (default 8192)")

@@ -88,7 +88,7 @@ from kconform.engine.runner import Engine
 from kconform.sources.trees import DEFAULT_TREE
 from kconform.targets import el2
 
-TARGETS = {"host": "gmem", "el2": "ffa"}
+TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa"}
 
 
 def parse_duration(text: str) -> int:
@@ -99,7 +99,7 @@ def parse_duration(text: str) -> int:
 
 
 def target_label(target: str, page_size: int) -> str:
-    return "host" if target == "host" else f"el2-{page_size // 1024}k"
+    return "host" if target == "host" else f"{target}-{page_size // 1024}k"
 
 
 def known_entries(path: Path, rules: set[str], target: str, release: str, extra: list[str]) -> list[dict]:
@@ -124,6 +124,17 @@ def run_replay(target: str, page_size: int, entries: list[dict], log) -> RunRepl
             raise ToolError(f"target host cannot run: {why}")
         return RunReplay("host", lambda sanitized: engine, ident.get("release", "?"), entries,
                          lambda sanitized: [kc, "run", "--target", "host"])
+    if target == "spmc":
+        # TF-A's EL3 SPMC of the default build (run --target spmc); no sanitized runner.
+        binary = runner_binary("default").with_name("kconform-runner-spmc")
+        spmc_engine = Engine(binary)
+        ident, why = spmc_engine.probe(f"spmc-{page_size // 1024}k") if binary.exists() else (
+            None, f"{binary} was not built (the default build has no TF-A tree)")
+        if not ident:
+            raise ToolError(f"target spmc cannot run: {why}")
+        return RunReplay("spmc", lambda sanitized: spmc_engine, ident["release"], entries,
+                         lambda sanitized: [kc, "run", "--target", "spmc", "--spmc", "tf-a", "--page-size",
+                                            f"{page_size // 1024}K"], runner_target=f"spmc-{page_size // 1024}k")
     # The fuzz presets build against the default tree, as `run --target el2` does.
     tree, tree_id = el2.resolve_tree(DEFAULT_TREE, None, log)
     engines: dict = {}
@@ -430,7 +441,7 @@ def judge_new_records(root: Path, stored_before: set[str], replay: RunReplay, lo
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        run = replay.engine(False).run(replay.target, [str(p) for p in new], work / "verdicts.jsonl",
+        run = replay.engine(False).run(replay.runner_name(), [str(p) for p in new], work / "verdicts.jsonl",
                                        release=replay.release)
     except ToolError as e:
         log(f"kconform fuzz: run could not judge the new findings: {str(e).splitlines()[0] if str(e) else e}")
@@ -488,7 +499,7 @@ def summarize(log, root: Path, stored_before: set[str], crashes: list, elapsed: 
     new = [r["path"] for r in rows.values() if r["status"] == "new"]
     known = sum(1 for r in rows.values() if r["status"] == "known")
     restarts = stats.get("restarts", 0)
-    abi = TARGETS["host" if label == "host" else "el2"]
+    abi = TARGETS[label.split("-")[0]]
     rules = set(abi_rules(abi))
     sides = sum(1 for r, _ in sides_reached(findings) if r in rules)
     corpus_files, corpus_bytes = dir_size(root / "corpus")
@@ -568,7 +579,7 @@ def campaign_status(root: Path, now: float | None = None) -> dict:
     else:
         state = "never run"
     label = root.name
-    abi = TARGETS["host" if label == "host" else "el2"] if label == "host" or label.startswith("el2-") else None
+    abi = TARGETS[label.split("-")[0]] if label == "host" or label.startswith("el2-") else None
     if abi is None and (last or live).get("target"):
         t = (last or live)["target"]
         abi = TARGETS["host" if t == "host" else "el2"]

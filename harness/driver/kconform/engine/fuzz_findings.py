@@ -160,12 +160,16 @@ def sides_line(reached: set[tuple[str, str]], abi: str) -> str:
 @dataclasses.dataclass
 class RunReplay:
     """How `kconform run` would judge an input on this fuzz target's build."""
-    target: str                            # kconform-runner --target: host, el2
+    target: str                            # the target findings and the baseline name: host, el2, spmc
     engine: Callable[[bool], Engine]       # the runner run uses (True: run's --asan build, where run has one)
     release: str | None                    # what run calls the build (None: the runner's kernel release)
     entries: list[dict]                    # the baseline run applies (plus fuzz --known entries)
     command: Callable[[bool], list[str]]   # the run command line selecting this build (True: with --asan)
     sanitizable: bool = False              # whether run has a sanitized build of this target (el2 --asan)
+    runner_target: str | None = None       # kconform-runner --target when it is not `target` (spmc-4k)
+
+    def runner_name(self) -> str:
+        return self.runner_target or self.target
 
 
 @dataclasses.dataclass
@@ -182,7 +186,7 @@ def replay_with_run(replay: RunReplay, path: Path, work: Path, sanitizer: bool) 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        run = replay.engine(sanitized).run(replay.target, [str(path)], work / "verdicts.jsonl",
+        run = replay.engine(sanitized).run(replay.runner_name(), [str(path)], work / "verdicts.jsonl",
                                            release=replay.release)
     except ToolError as e:
         return Replayed([], False, [], error=str(e).splitlines()[0] if str(e) else "failed")
