@@ -12,10 +12,14 @@
 #define CACHE_WRITEBACK_SHIFT		6
 #define CACHE_WRITEBACK_GRANULE		(U(1) << CACHE_WRITEBACK_SHIFT)
 
-/* The EL3 SPMC's partitions (SPMC_AT_EL3): FVP's values. */
+/* The EL3 SPMC's partitions (SPMC_AT_EL3): FVP's values, but no EL3 logical
+ * partition (as plat/qemu: MAX_EL3_LP_DESCS_COUNT 0). A maximum above the
+ * number declared makes direct_req_smc_handler() read past the descriptor
+ * array (it loops to MAX_EL3_LP_DESCS_COUNT, spmc_main.c:369; every platform
+ * of the tree declares exactly its maximum): ASan's global-buffer-overflow. */
 #define SECURE_PARTITION_COUNT		1
 #define NS_PARTITION_COUNT		1
-#define MAX_EL3_LP_DESCS_COUNT		1
+#define MAX_EL3_LP_DESCS_COUNT		0
 #define PLAT_SPMC_SHMEM_DATASTORE_SIZE	(512 * 1024)
 
 /* <plat/common/platform.h> includes drivers/fwu/fwu_metadata.h unconditionally. */
