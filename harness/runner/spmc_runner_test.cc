@@ -208,6 +208,30 @@ TEST_F(SpmcTarget, ExternalAbortEndsTheOpNotTheRun) {
   EXPECT_EQ(kc_spmc_counters.locks_held, 0);
 }
 
+// A TF-A 2.12.1 bug the fuzzer found (kconform fuzz --target spmc, in its
+// first minute): the Normal world starts a fragmented send at v1.1, calls
+// FFA_VERSION(1.2), and sends the last fragment. spmc_ffa_fill_desc() then
+// checks the whole descriptor with the caller's current version, finds it
+// corrupt and panics (spmc_shmem_check_obj: "BUG: ... corrupt memory region
+// descriptor", spmc_shared_mem.c:800-803): a Normal-world caller stops EL3.
+// (pKVM fixes the version after the first negotiation, so its host cannot.)
+// The model wants INVALID_PARAMETERS; the op is a crash of the code under
+// test (SIGABRT), reported, and the next scenario runs clean.
+TEST_F(SpmcTarget, TfaPanicsOnAVersionChangeInTheMiddleOfASend) {
+  const std::string text = scenario(
+      "spmc/test/version-mid-send",
+      "tx_mem_desc layout=V1_1 ranges=hex:000001800000000001000000000002800000000001000000\n"
+      "mem_share frag_len=96\nversion\ntx_constituents offset=0 ranges=hex:000002800000000001000000\n"
+      "mem_frag_tx handle=0 frag_len=16\n");
+  const std::string after = scenario("spmc/test/after-panic", std::string(kShare4) + "mem_share\nmem_reclaim handle=0\n");
+  RunResult r = go(text + "\n" + after);
+  ASSERT_EQ(r.ops.size(), 12u) << dump(r);
+  EXPECT_EQ(r.ops[6]["verdict"], "violation") << r.ops[6].dump();
+  EXPECT_NE(r.ops[6]["observed"].get<std::string>().find("SIGABRT"), std::string::npos) << r.ops[6].dump();
+  for (size_t i = 7; i < 12; ++i) EXPECT_EQ(r.ops[i]["verdict"], "pass") << r.ops[i].dump();
+  EXPECT_EQ(kc_spmc_counters.locks_held, 0);
+}
+
 // Every scenario starts from the same SPMC and glue state, whatever the last
 // one did (snapshot restore covers what TF-A and the target change).
 TEST_F(SpmcTarget, EveryScenarioStartsFromTheSameBytes) {

@@ -38,6 +38,10 @@
 extern void abort(void) __dead2;
 extern int _setjmp(void *env) __attribute__((returns_twice));
 extern void longjmp(void *env, int val) __dead2;
+/* Everything the glue prints goes to stderr: a runner's stdout may be its
+ * verdict stream. */
+extern int dprintf(int fd, const char *fmt, ...);
+extern int vdprintf(int fd, const char *fmt, va_list ap);
 
 /* Harness inputs, not SPMC state: never snapshotted. */
 struct kc_spmc_knobs kc_spmc_knobs;
@@ -80,7 +84,7 @@ static cpu_context_t kc_call_ctx;
 static void __dead2 kc_fatal(const char *why)
 {
 	kc_spmc_counters.fatal++;
-	printf("kconform spmc: fatal: %s\n", why);
+	dprintf(2, "kconform spmc: fatal: %s\n", why);
 	if (kc_fatal_armed) {
 		kc_fatal_armed = 0;
 		longjmp(kc_fatal_jmp, 1);
@@ -109,7 +113,7 @@ void console_flush(void)
 #if PLAT_LOG_LEVEL_ASSERT >= LOG_LEVEL_INFO
 void __assert(const char *file, unsigned int line)
 {
-	printf("kconform spmc: assert at %s:%u\n", file, line);
+	dprintf(2, "kconform spmc: assert at %s:%u\n", file, line);
 	kc_fatal("assert");
 }
 #else
@@ -128,8 +132,8 @@ void tf_log(const char *fmt, ...)
 	if (!kc_spmc_knobs.log_verbose)
 		return;
 	va_start(ap, fmt);
-	printf("[tf %d] ", fmt[0]);
-	vprintf(fmt + 1, ap);
+	dprintf(2, "[tf %d] ", fmt[0]);
+	vdprintf(2, fmt + 1, ap);
 	va_end(ap);
 }
 

@@ -26,8 +26,11 @@ namespace {
 constexpr uint16_t kSpId = 0x8001;
 constexpr uint32_t kSpVersion = 0x10001;
 constexpr uint64_t kFfaPage = 4096;
-// Outside RAM: a reserved window the SPMC may be handed but cannot touch.
+// Outside RAM: a reserved window the SPMC may be handed but cannot touch, and
+// a tail as long as the largest buffer pair (FFA_RXTX_MAP's 6-bit page count),
+// so a buffer translated into it stays inside it.
 constexpr uint64_t kNoMemBytes = 1ull << 24;
+constexpr uint64_t kNoMemReserve = kNoMemBytes + 64 * 4096;
 
 // RAM as the el2 target lays it out (targets/el2/ffa_target.cc): 64 host pages
 // from 0x80000000, and below them the pages corpora/ffa/large.kcs addresses.
@@ -67,6 +70,22 @@ void on_fault(int sig, siginfo_t* info, void*) {
     kc_spmc_external_abort();  // longjmps out of the call
   }
   sigaction(sig, sig == SIGSEGV ? &g_old_segv : &g_old_bus, nullptr);
+}
+
+bool g_handler = false;
+
+// Installed at the first call into the SPMC, not when the target opens: by
+// then the process has the handlers it crashes through (the runner's crash
+// marker, the sanitizer's, libFuzzer's), which a foreign fault goes on to.
+void install_fault_handler() {
+  if (g_handler) return;
+  g_handler = true;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_old_segv);
+  sigaction(SIGBUS, &sa, &g_old_bus);
 }
 
 std::string hex(uint64_t v) {
@@ -149,7 +168,7 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
 
   const size_t bytes = layout_.ram_bytes();
   void* r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  void* n = mmap(nullptr, kNoMemBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* n = mmap(nullptr, kNoMemReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED || n == MAP_FAILED) {
     error_ = std::string("spmc: mmap: ") + std::strerror(errno);
     return;
@@ -158,13 +177,7 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
   nomem_ = static_cast<uint8_t*>(n);
 
   g_nomem_lo = reinterpret_cast<uintptr_t>(nomem_);
-  g_nomem_hi = g_nomem_lo + kNoMemBytes;
-  struct sigaction sa {};
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &g_old_segv);
-  sigaction(SIGBUS, &sa, &g_old_bus);
+  g_nomem_hi = g_nomem_lo + kNoMemReserve;
 
   // KCONFORM_SPMC_LOG=1: TF-A's own log lines (WARN names the check that
   // refused a call) on stdout, for triage.
@@ -202,7 +215,7 @@ SpmcFfaTarget::~SpmcFfaTarget() {
     g_open = false;
   }
   if (ram_) munmap(ram_, layout_.ram_bytes());
-  if (nomem_) munmap(nomem_, kNoMemBytes);
+  if (nomem_) munmap(nomem_, kNoMemReserve);
 }
 
 // Boots TF-A's SPMC once: spmc_setup() with the SP's manifest, then the SP
@@ -243,9 +256,12 @@ std::unique_ptr<SpmcFfaTarget> open_spmc_ffa_target(uint64_t page_size, std::str
 }
 
 // Where the SPMC finds physical address pa in this process.
-uint64_t SpmcFfaTarget::host_va(uint64_t pa) const {
-  if (pa >= layout_.phys_base && pa - layout_.phys_base < layout_.ram_bytes())
-    return reinterpret_cast<uint64_t>(ram_ + (pa - layout_.phys_base));
+// Where the SPMC finds the buffer [pa, pa + len) in this process: in the RAM,
+// or, if any of it is outside, in the no-memory window (an access is an
+// external abort; on hardware only the part past RAM would be, a limit of
+// this stand-in).
+uint64_t SpmcFfaTarget::host_va(uint64_t pa, uint64_t len) const {
+  if (uint8_t* p = ram(pa, len)) return reinterpret_cast<uint64_t>(p);
   return reinterpret_cast<uint64_t>(nomem_ + (pa & (kNoMemBytes - 1)));
 }
 
@@ -273,6 +289,7 @@ void SpmcFfaTarget::begin(const Scenario&) {
 
 bool SpmcFfaTarget::smc(int origin, const uint64_t in[8], uint64_t out[8]) {
   const int32_t locks = kc_spmc_counters.locks_held;
+  install_fault_handler();
   g_in_call = 1;
   const int rc = kc_spmc_smc(origin, in, out);
   g_in_call = 0;
@@ -388,8 +405,9 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
   uint64_t call[8];
   std::memcpy(call, in, sizeof call);
   if ((fid & ~kSmc64Bit) == kFnRxtxMap32) {
-    call[1] = host_va(in[1]);
-    call[2] = host_va(in[2]);
+    const uint64_t len = (in[3] & 0x3f) * kFfaPage;  // FFA_RXTX_MAP w3[5:0]: pages of each buffer
+    call[1] = host_va(in[1], len);
+    call[2] = host_va(in[2], len);
   }
   // What a send's descriptor says of the borrower's request (HARNESS:SP).
   const uint8_t* head = tx_known_ ? ram(tx_window_, 24) : nullptr;

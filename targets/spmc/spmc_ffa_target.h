@@ -56,7 +56,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
 
  private:
   static void boot();
-  uint64_t host_va(uint64_t pa) const;
+  uint64_t host_va(uint64_t pa, uint64_t len) const;
   uint8_t* ram(uint64_t pa, uint64_t len) const;
   bool smc(int origin, const uint64_t in[8], uint64_t out[8]);  // false: the SPMC stopped (fatal)
   int sp_op(bool retrieve, uint64_t handle, uint16_t sp, uint64_t out[8]);
@@ -68,7 +68,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   ::kconform::ffa::ProxyProfile layout_;
   TargetIdentity identity_;
   uint8_t* ram_ = nullptr;    // layout_.ram_bytes() at layout_.phys_base
-  uint8_t* nomem_ = nullptr;  // kNoMemBytes, PROT_NONE: addresses outside RAM
+  uint8_t* nomem_ = nullptr;  // kNoMemReserve, PROT_NONE: buffers not wholly in RAM
   uint8_t* sp_mbox_ = nullptr;  // the SP's TX and RX pages (the process's, booted once)
   std::vector<uint8_t> snapshot_;
   std::vector<std::pair<uint64_t, uint64_t>> dirty_;  // RAM ranges written since begin()
