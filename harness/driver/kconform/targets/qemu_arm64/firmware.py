@@ -163,12 +163,12 @@ def _build(tree: Path, inputs: dict, key: str, folder: Path, sp_source: Path, ma
     try:
         log(f"kconform: qemu-arm64: building TF-A {inputs['tree']['version']} (SPMC at EL3) "
             f"and our secure partition in {work}")
-        src = work / "tf-a"
-        shutil.copytree(tree, src, symlinks=True)
         sp = work / "sp"
-        sp_bin = partition.build(sp, sp_source)
+        sp_bin = partition.build(sp, sp_source)   # first: its errors come before the copy
         sp_dts = sp / manifest.name
         shutil.copy2(manifest, sp_dts)
+        src = work / "tf-a"
+        shutil.copytree(tree, src, symlinks=True)
         cmd = make_command(sp_bin, sp_dts, jobs)
         out = work / "out"
         out.mkdir()
@@ -185,8 +185,8 @@ def _build(tree: Path, inputs: dict, key: str, folder: Path, sp_source: Path, ma
             kept = folder.parent / f"{folder.name}.failed.log"
             shutil.copy2(build_log, kept)
             tail = "\n".join(build_log.read_text(errors="replace").splitlines()[-15:])
-            raise ToolError(f"the TF-A build failed (make status {r.returncode}); command in "
-                            f"{src}: {shlex.join(cmd)}\nits output: {kept}; last lines:\n{tail}")
+            raise ToolError(f"the TF-A build failed (make status {r.returncode}) in a copy of {tree} "
+                            f"(removed): {shlex.join(cmd)}\nits output: {kept}; last lines:\n{tail}")
         release = src / "build" / "qemu" / "release"
         for name in OUTPUTS:
             if not (release / name).is_file():
