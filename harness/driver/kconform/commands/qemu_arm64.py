@@ -42,7 +42,7 @@ def cmd_qemu_arm64(args, console: Console) -> int:
         ffa += f" (driver {s.ffa_driver})"
     took = f"{result.seconds:.1f} s (QEMU start to /init's last line)" if result.seconds is not None \
         else "did not finish"
-    for what, value in (("firmware", f"TF-A {s.tfa_version or '?'} (SPMC at EL3) {fw.folder}"),
+    for what, value in (("firmware", f"TF-A {fw.tfa_version} (SPMC at EL3) {fw.folder}"),
                         ("kernel", f"{kernel.release} ({KERNEL})"),
                         ("pKVM protected mode", pkvm),
                         ("FF-A firmware version", ffa),

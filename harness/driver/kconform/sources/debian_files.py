@@ -98,8 +98,3 @@ def _download(want: PackageFile, cache: Path, label: str, progress: Progress) ->
     deb.unlink()  # the stamp keeps its hash
     progress(f"{label}: {want.path(cache)} ({pkg.version})")
     return want.path(cache)
-
-
-def stamp(want: PackageFile, cache: Path) -> dict:
-    """What the stamp of a fetched file records (package, version, sha256...)."""
-    return json.loads((want.folder(cache) / STAMP_NAME).read_text())

@@ -33,7 +33,6 @@ INIT_PREFIX = "kconform-arm64: "
 INIT_DONE = re.compile(r"kconform-arm64: done, uptime ([0-9.]+) s")
 INIT_FFA_DEVICE = re.compile(r"kconform-arm64: ffa device (\S+) id=(\S*) uuid=(\S*)")
 KERNEL_TIME = re.compile(r"^\[\s*\d+\.\d+\] ")
-FATAL_KINDS = ("panic", "oops", "kasan", "lockdep", "warning")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +115,8 @@ def parse(text: str) -> StackLog:
                 devices.append((m.group(1), m.group(2), m.group(3)))
             if m := INIT_DONE.search(line):
                 uptime = float(m.group(1))
-    events = tuple((kind, line) for kind, line, _ in console_events(text) if kind in FATAL_KINDS)
+    # Every panic, oops, sanitizer report, lockdep splat and kernel WARNING is trouble here:
+    # the check boot runs nothing of ours that could excuse one.
+    events = tuple((kind, line) for kind, line, _ in console_events(text))
     return StackLog(tfa_version, tuple(tfa), tuple(trouble), tuple(smcs), ready, pkvm, ffa_fw,
                     ffa_drv, tuple(devices), tuple(init), uptime, events)
