@@ -242,6 +242,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="compilers, /dev/kvm, capabilities, QEMU, cached kernels: one table")
 
+    p = sub.add_parser("qemu-arm64", help="the arm64 stack in QEMU (TF-A's EL3 SPMC, pKVM protected mode): "
+                                          "boot it once and say whether it came up",
+                       description="check: build (cached) TF-A 2.12.1 with the SPMC at EL3 and our secure "
+                                   "partition, fetch Debian's arm64 7.3 kernel, boot both under "
+                                   "qemu-system-aarch64 (TCG) and print whether pKVM came up in protected "
+                                   "mode, the FF-A version the kernel's driver found and the boot time. "
+                                   "Exit 0 it came up, 1 it came up wrong, 2 it could not run.")
+    qsub = p.add_subparsers(dest="qemu_arm64_command", metavar="ACTION", required=True)
+    c = qsub.add_parser("check", help="boot the stack once and check it came up")
+    c.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                   help="QEMU start to the end of the boot (default 180)")
+    c.add_argument("--out", metavar="DIR", help="report root (default reports/qemu-arm64); "
+                                                "each check writes a new folder in it")
+
     p = sub.add_parser("test", help="the project's test suite (GoogleTest in plain and ASan builds, pytest)")
     p.add_argument("--no-asan", action="store_true", help="skip the ASan+UBSan build")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
@@ -532,6 +546,7 @@ COMMANDS = {
     "export": ("kconform.commands.export", "cmd_export"),
     "bisect": ("kconform.commands.bisect", "cmd_bisect"),
     "ci": ("kconform.commands.ci", "cmd_ci"),
+    "qemu-arm64": ("kconform.commands.qemu_arm64", "cmd_qemu_arm64"),
 }
 
 
@@ -665,6 +680,8 @@ def _validate(args) -> None:
     elif cmd == "bench" and args.output:
         check_output_file(args.output, "--output")
     elif cmd == "gen" and args.out and not args.check:
+        check_writable_dir(args.out, "--out")
+    elif cmd == "qemu-arm64" and args.out:
         check_writable_dir(args.out, "--out")
 
 

@@ -65,6 +65,10 @@ def checks() -> list[tuple[str, str, str]]:
     full = sorted(p.name for p in (cache / "fulltrees").glob("*")) if (cache / "fulltrees").exists() else []
     rows.append(("full trees (--build)", "ok" if full else "warn", ", ".join(full) or f"none in {cache}/fulltrees"))
     rows.append(("built kernels (--build)", "ok", _built_kernels(cache)))
+    firmware = sorted(p.name for p in (cache / "firmware").glob("qemu-arm64-*")
+                      if p.is_dir()) if (cache / "firmware").exists() else []
+    rows.append(("firmware (qemu-arm64 check)", "ok" if firmware else "warn",
+                 ", ".join(firmware) or f"none in {cache}/firmware"))
     return rows
 
 

@@ -121,11 +121,15 @@ class PrivateApt:
     """apt-get/apt-cache with their own sources, lists and cache under cache_dir/apt."""
 
     def __init__(self, cache_dir: Path, suites: tuple[str, ...], mirror: str,
-                 error: type[ToolError] = ToolError, kind: str = "deb"):
-        """kind: "deb" (binary packages) or "deb-src" (source packages, debian_src.py)."""
+                 error: type[ToolError] = ToolError, kind: str = "deb", arch: str | None = None):
+        """kind: "deb" (binary packages) or "deb-src" (source packages, debian_src.py).
+        arch: the Debian architecture of the binary packages ("arm64"); None is the
+        system's own (apt's default)."""
         if kind not in ("deb", "deb-src"):
             raise ValueError(f"PrivateApt: kind {kind!r} is not deb or deb-src")
-        self.suites, self.mirror, self.error, self.kind = suites, mirror, error, kind
+        if arch is not None and (kind != "deb" or not re.fullmatch(r"[a-z0-9]+", arch)):
+            raise ValueError(f"PrivateApt: arch {arch!r} needs kind deb and a Debian architecture name")
+        self.suites, self.mirror, self.error, self.kind, self.arch = suites, mirror, error, kind, arch
         self.root = cache_dir / "apt"
         self.lists = self.root / "lists"
         self.cache = self.root / "cache"
@@ -133,11 +137,15 @@ class PrivateApt:
         for d in (self.lists / "partial", self.cache / "archives" / "partial", self.download_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._give_to_apt_user(self.download_dir)
-        # Binary and source lists share the lists folder (List-Cleanup=false below).
+        # Binary and source lists, of every architecture, share the lists folder
+        # (List-Cleanup=false below; apt names each index by its architecture).
         prefix = "sources-" if kind == "deb" else "sources-src-"
+        if arch is not None:
+            prefix += arch + "-"
         self.sources = self.root / (prefix + "-".join(suites) + ".list")
+        options = (f"arch={arch} " if arch else "") + f"signed-by={KEYRING}"
         self.sources.write_text("".join(
-            f"{kind} [signed-by={KEYRING}] {mirror} {s} main\n" for s in suites))
+            f"{kind} [{options}] {mirror} {s} main\n" for s in suites))
         self.opts = [
             f"-oDir::Etc::SourceList={self.sources}",
             "-oDir::Etc::SourceParts=/nonexistent",
@@ -146,6 +154,8 @@ class PrivateApt:
             "-oAcquire::Languages=none",
             "-oAPT::Get::List-Cleanup=false",  # keep the other suites' lists
         ]
+        if arch is not None:  # show and download that architecture's packages, only it
+            self.opts += [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures::={arch}"]
 
     @staticmethod
     def _give_to_apt_user(d: Path) -> None:

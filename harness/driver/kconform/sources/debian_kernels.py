@@ -1,10 +1,11 @@
 """Debian's packaged kernels, to boot in QEMU.
 
-A Debian kernel is two packages of trixie-backports: `linux-binary-<abi>-amd64`
-(the vmlinuz) and `linux-modules-<abi>-amd64` (modules as .ko.xz). Both are
-downloaded through the private apt state (debian.py), checked against the signed
-index's SHA256, and unpacked into <cache>/kernels/debian-<abi>-amd64/: `vmlinuz`,
-`modules/<name>.ko.xz` (only the KVM modules and what they depend on) and a stamp
+A Debian kernel is two packages of trixie-backports: `linux-binary-<abi>-<arch>`
+(the vmlinuz; on arm64 an uncompressed Image) and `linux-modules-<abi>-<arch>`
+(modules as .ko.xz). Both are downloaded through the private apt state (debian.py)
+for that architecture, checked against the signed index's SHA256, and unpacked into
+<cache>/kernels/debian-<abi>-<arch>/: `vmlinuz`, `modules/<name>.ko.xz` (only the
+modules of WANTED_MODULES[arch] and what they depend on) and a stamp
 (.kconform-kernel.json) naming the package versions, hashes and the module load order.
 """
 
@@ -29,10 +30,15 @@ DEBIAN_KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "7.3": ("7.3.4+deb13", ("trixie-backports",)),
 }
 DEFAULT_KERNEL = "debian:7.3"
-ARCH = "amd64"
-# The modules that give a guest /dev/kvm on an (emulated) AMD CPU, plus their
-# dependencies (found with `modinfo -F depends`); loaded in dependency order.
-WANTED_MODULES = ("kvm-amd",)
+ARCH = "amd64"  # the default architecture: the x86 QEMU target's
+# Per architecture, the modules the target loads, plus their dependencies (found with
+# `modinfo -F depends`), in dependency order. amd64: what gives a guest /dev/kvm on an
+# (emulated) AMD CPU. arm64: the FF-A driver (CONFIG_ARM_FFA_TRANSPORT=m in Debian:
+# ffa-core.ko and ffa-module.ko), which pKVM's FF-A proxy answers at EL2.
+WANTED_MODULES: dict[str, tuple[str, ...]] = {
+    "amd64": ("kvm-amd",),
+    "arm64": ("ffa-module",),
+}
 STAMP_NAME = ".kconform-kernel.json"
 STAMP_FORMAT = 1
 NOT_FOUND_HINT = ("Debian may have moved to a newer ABI; update debian_kernels.DEBIAN_KERNELS "
@@ -68,12 +74,16 @@ def _from_dir(d: Path, spec: str) -> Kernel | None:
 
 
 def fetch(spec: str = DEFAULT_KERNEL, cache_dir: str | os.PathLike | None = None,
-          progress: Progress = print, refresh: bool = False) -> Kernel:
-    """Downloads Debian's kernel `spec` (vmlinuz + KVM modules) into the cache; cached
-    kernels are returned without touching the network unless refresh is set."""
+          progress: Progress = print, refresh: bool = False, arch: str = ARCH) -> Kernel:
+    """Downloads Debian's kernel `spec` for arch (vmlinuz + the modules of
+    WANTED_MODULES[arch]) into the cache; cached kernels are returned without touching
+    the network unless refresh is set."""
     series, abi, suites = parse_spec(spec)
+    if arch not in WANTED_MODULES:
+        raise KernelError(f"kernel {spec}: no Debian kernel architecture {arch!r} known to kconform "
+                          f"(expected one of {', '.join(WANTED_MODULES)})")
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = cache / "kernels" / f"debian-{abi}-{ARCH}"
+    final = cache / "kernels" / f"debian-{abi}-{arch}"
     with cache_errors(cache, f"kernel {spec}", KernelError):
         if not refresh:
             have = _from_dir(final, spec)
@@ -81,7 +91,7 @@ def fetch(spec: str = DEFAULT_KERNEL, cache_dir: str | os.PathLike | None = None
                 progress(f"kernel {spec}: {final} (cached)")
                 return have
         cache.mkdir(parents=True, exist_ok=True)
-        return _download(spec, abi, suites, cache, final, progress)
+        return _download(spec, abi, suites, arch, cache, final, progress)
 
 
 def module_depends(ko: Path) -> list[str]:
@@ -120,12 +130,12 @@ def load_order(root: Path, wanted: tuple[str, ...]) -> list[Path]:
     return order
 
 
-def _download(spec, abi, suites, cache: Path, final: Path, progress: Progress) -> Kernel:
+def _download(spec, abi, suites, arch: str, cache: Path, final: Path, progress: Progress) -> Kernel:
     mirror = system_mirror(error=KernelError)
-    apt = PrivateApt(cache, suites, mirror, KernelError)
-    apt.update(progress, f"kernel {spec}")
-    binary = apt.show(f"linux-binary-{abi}-{ARCH}", NOT_FOUND_HINT)
-    modules = apt.show(f"linux-modules-{abi}-{ARCH}", NOT_FOUND_HINT)
+    apt = PrivateApt(cache, suites, mirror, KernelError, arch=arch)
+    apt.update(progress, f"kernel {spec} ({arch})")
+    binary = apt.show(f"linux-binary-{abi}-{arch}", NOT_FOUND_HINT)
+    modules = apt.show(f"linux-modules-{abi}-{arch}", NOT_FOUND_HINT)
     bdeb = apt.download(binary, progress, "kernel")
     mdeb = apt.download(modules, progress, "kernel")
 
@@ -152,14 +162,14 @@ def _download(spec, abi, suites, cache: Path, final: Path, progress: Progress) -
             mod_root = unpack / "lib" / "modules" / release
         if not mod_root.is_dir():
             raise KernelError(f"{mdeb.name}: no lib/modules/{release}/ folder")
-        order = load_order(mod_root, WANTED_MODULES)
+        order = load_order(mod_root, WANTED_MODULES[arch])
         out = tmp / "kernel"
         (out / "modules").mkdir(parents=True)
         shutil.copy2(images[0], out / "vmlinuz")
         for ko in order:
             shutil.copy2(ko, out / "modules" / ko.name)
         (out / STAMP_NAME).write_text(json.dumps({
-            "format": STAMP_FORMAT, "spec": spec, "release": release, "mirror": mirror,
+            "format": STAMP_FORMAT, "spec": spec, "arch": arch, "release": release, "mirror": mirror,
             "suites": list(suites), "binary": binary.info(), "modules": modules.info(),
             "load_order": [ko.name for ko in order],
             "module_paths": [str(ko.relative_to(mod_root)) for ko in order]}, indent=2) + "\n")
