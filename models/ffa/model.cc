@@ -12,6 +12,7 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/common/dirty_pages.h"
 #include "models/ffa/desc.h"
+#include "models/ffa/harness_ram.h"
 #include "models/ffa/plan.h"
 #include "models/ffa/scenario_ops.h"
 
@@ -25,9 +26,8 @@ class FfaModel final : public Model {
         sp_answer_(std::make_unique<SpmcAnswer>()) {}
 
   void begin(const Scenario&) override {
-    if (mem_.size() == profile_.ram_bytes() && world_snap_) {
-      if (!skip_ram_restore_)
-        mem_dirty_.zero_marked();  // the pages the last scenario wrote (World::at, Spmc::phys_mut, host_fill, tx_*)
+    if (h_.mem.size() == profile_.ram_bytes() && world_snap_) {
+      // h_.begin() below zeroes the pages the last scenario wrote (World::at, Spmc::phys_mut, host_fill, tx_*).
       // The world as reset() left it the first time: the proxy's state, and of
       // the SPMC only what the last scenario changed (Spmc::restore).
       // Of the proxy's state: the host pages' views (apply_effect writes no
@@ -46,18 +46,14 @@ class FfaModel final : public Model {
       frag_high_ = 0;
       if (!skip_spmc_restore_) world_->spmc.restore(world_snap_->spmc);
     } else {
-      mem_.assign(profile_.ram_bytes(), 0);
-      mem_dirty_.bind(mem_.data(), mem_.size());
-      world_->reset(profile_, mem_);
-      world_->dirty = &mem_dirty_;
-      world_->spmc.set_dirty(&mem_dirty_);
+      h_.allocate(profile_);
+      world_->reset(profile_, h_.mem);
+      world_->dirty = &h_.dirty;
+      world_->spmc.set_dirty(&h_.dirty);
       world_->spmc.mark_clean();
       world_snap_ = std::make_unique<World>(*world_);
     }
-    handles_.clear();
-    last_desc_len_ = 0;
-    tx_window_ = 0;
-    tx_known_ = false;
+    h_.begin(skip_ram_restore_);
     planned_ = {};
   }
 
@@ -73,7 +69,7 @@ class FfaModel final : public Model {
       case kOpTxMemDesc:
       case kOpTxConstituents: {
         // HARNESS:TX: the bytes written, no FF-A state change.
-        Allowed a = Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(tx_length(s, op)));
+        Allowed a = Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(h_.tx_length(profile_, s, op)));
         a.check_state = true;
         a.state = pre;
         push(out, a, kUnchanged);
@@ -92,9 +88,7 @@ class FfaModel final : public Model {
       case kOpHostFill:
       case kOpHostCount: {
         // HARNESS:HOST-MEM: bytes written, or bytes equal to value; no FF-A state change.
-        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
-        const uint8_t* m = mem_.data() + (len ? op.args[0] - profile_.phys_base : 0);
-        const uint64_t v = op.code == kOpHostFill ? len : count_bytes(m, len, static_cast<uint8_t>(op.args[2]));
+        const uint64_t v = h_.host_mem_result(profile_, op);
         // host_count judges the contents: SPMC:RECLAIM-ZERO says what they are.
         const RuleId rule = op.code == kOpHostCount ? kFfaSpmcReclaimZero : kFfaHarnessHostMem;
         Allowed a = Allowed::ok(rule, static_cast<int64_t>(v));
@@ -179,7 +173,7 @@ class FfaModel final : public Model {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents:
-        tx_write(s, op);
+        h_.tx_write(profile_, s, op);
         return;
       case kOpEl3Misbehave:
         world_->spmc.arm(static_cast<Fault>(op.args[0]), op.args[1]);
@@ -187,15 +181,9 @@ class FfaModel final : public Model {
       case kOpEl3Profile:
         world_->spmc.set_permissive(op.args[0] != 0);
         return;
-      case kOpHostFill: {
-        const uint64_t len = host_mem_len(profile_, op.args[0], op.args[1]);
-        if (len) {
-          uint8_t* m = mem_.data() + (op.args[0] - profile_.phys_base);
-          std::memset(m, static_cast<uint8_t>(op.args[2]), len);
-          mem_dirty_.mark(m, len);
-        }
+      case kOpHostFill:
+        h_.host_fill(profile_, op);
         return;
-      }
       case kOpHostCount:
         return;
       case kOpSpRetrieve:
@@ -213,8 +201,7 @@ class FfaModel final : public Model {
     }
     if (op.code >= kOpCount) return;
     if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
-      tx_window_ = op.args[0];
-      tx_known_ = true;
+      h_.mapped(op);
     }
     // The plan of this op (expect() made it; a caller that skipped expect()
     // gets it made now), and the first allowed outcome the target's matches.
@@ -230,7 +217,7 @@ class FfaModel final : public Model {
         break;
       }
     planned_ = {};
-    if (is_producer(op.code)) handles_.push_back(produced_handle(observed.regs.data()));
+    if (is_producer(op.code)) h_.handles.push_back(produced_handle(observed.regs.data()));
   }
 
  private:
@@ -246,30 +233,12 @@ class FfaModel final : public Model {
     effects_.push_back(effect);
   }
 
-  uint64_t handle(uint64_t slot) const { return slot_handle(handles_, slot); }
+  uint64_t handle(uint64_t slot) const { return h_.handle(slot); }
 
-  void host_regs(const Op& op, uint64_t in[kCallRegs]) const { ffa::host_regs(op, handles_, last_desc_len_, in); }
-
-  // HARNESS:TX: how many bytes a tx_* op writes into the host TX window.
-  uint64_t tx_length(const Scenario& s, const Op& op) const {
-    const TxWrite w = tx_bytes(s, op);
-    return tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
-  }
-
-  // Writes them (and remembers a descriptor's length for mem_share's "auto").
-  void tx_write(const Scenario& s, const Op& op) {
-    const TxWrite w = tx_bytes(s, op);
-    if (w.is_desc) last_desc_len_ = w.desc_len;
-    const uint64_t len = tx_clip(profile_, tx_known_, tx_window_, w.offset, w.bytes.size());
-    if (len == 0) return;  // nothing lands: do not form a pointer out of bounds
-    uint8_t* dst = mem_.data() + (tx_window_ - profile_.phys_base) + w.offset;
-    for (uint64_t k = 0; k < len; ++k) dst[k] = w.bytes[k];
-    mem_dirty_.mark(dst, len);
-  }
+  void host_regs(const Op& op, uint64_t in[kCallRegs]) const { h_.host_regs(op, in); }
 
   ProxyProfile profile_;
-  std::vector<uint8_t> mem_;
-  DirtyPages mem_dirty_;  // pages of mem_ written since begin() (all zero then)
+  HarnessRam h_;  // the RAM and the harness fields (HARNESS:SLOTS, HARNESS:TX)
   std::unique_ptr<World> world_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<SpmcAnswer> sp_answer_;
@@ -280,7 +249,7 @@ class FfaModel final : public Model {
   bool skip_spmc_restore_ = false;  // tests only
   bool skip_ram_restore_ = false;   // tests only
   std::vector<uint8_t> state_bytes() const {
-    std::vector<uint8_t> b(mem_.begin(), mem_.end());
+    std::vector<uint8_t> b(h_.mem.begin(), h_.mem.end());
     auto put = [&b](const void* p, size_t n) {
       const uint8_t* c = static_cast<const uint8_t*>(p);
       b.insert(b.end(), c, c + n);
@@ -288,16 +257,9 @@ class FfaModel final : public Model {
     put(&world_->proxy, sizeof world_->proxy);
     const std::vector<uint8_t> s = world_->spmc.bytes();
     b.insert(b.end(), s.begin(), s.end());
-    for (uint64_t h : handles_) put(&h, sizeof h);
-    put(&last_desc_len_, sizeof last_desc_len_);
-    put(&tx_window_, sizeof tx_window_);
-    put(&tx_known_, sizeof tx_known_);
+    h_.append_bytes(b);
     return b;
   }
-  std::vector<uint64_t> handles_;
-  uint64_t last_desc_len_ = 0;
-  uint64_t tx_window_ = 0;
-  bool tx_known_ = false;
   // The op expect() last planned, its allowed outcomes and their effects.
   struct Planned {
     const Scenario* s = nullptr;

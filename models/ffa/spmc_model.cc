@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
-#include "models/common/dirty_pages.h"
+#include "models/ffa/harness_ram.h"
 #include "models/ffa/scenario_ops.h"
 #include "models/ffa/spmc_view.h"
 
@@ -89,25 +89,20 @@ class SpmcModel final : public Model {
  public:
   explicit SpmcModel(const ProxyProfile& p)
       : layout_(p), ans_(std::make_unique<SpmcAnswer>()), trust_ans_(std::make_unique<SpmcAnswer>()) {
-    mem_.assign(layout_.ram_bytes(), 0);
-    dirty_.bind(mem_.data(), mem_.size());
+    h_.allocate(layout_);
     SpmcConfig c = layout_.spmc;
     c.ns_base = layout_.phys_base;
     c.ns_size = layout_.host_pages * layout_.page_size;
     spmc_ = std::make_unique<Spmc>();
-    spmc_->reset(c, mem_, layout_.phys_base);
-    spmc_->set_dirty(&dirty_);
+    spmc_->reset(c, h_.mem, layout_.phys_base);
+    spmc_->set_dirty(&h_.dirty);
     spmc_->mark_clean();
     snap_ = std::make_unique<Spmc>(*spmc_);
   }
 
   void begin(const Scenario&) override {
-    dirty_.zero_marked();
     spmc_->restore(*snap_);
-    handles_.clear();
-    last_desc_len_ = 0;
-    tx_window_ = 0;
-    tx_known_ = false;
+    h_.begin();
     planned_ = {};
   }
 
@@ -158,7 +153,7 @@ class SpmcModel final : public Model {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents:
-        out.allowed.push_back(Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(tx_length(s, op))));
+        out.allowed.push_back(Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(h_.tx_length(layout_, s, op))));
         out.hits.push_back({kFfaHarnessTxWrite, false});
         return;
       case kOpEl3Misbehave:  // nothing to arm: the SPMC under test is EL3 (spmc_model.h)
@@ -171,9 +166,7 @@ class SpmcModel final : public Model {
         return;
       case kOpHostFill:
       case kOpHostCount: {
-        const uint64_t len = host_mem_len(layout_, op.args[0], op.args[1]);
-        const uint8_t* m = mem_.data() + (len ? op.args[0] - layout_.phys_base : 0);
-        const uint64_t v = op.code == kOpHostFill ? len : count_bytes(m, len, static_cast<uint8_t>(op.args[2]));
+        const uint64_t v = h_.host_mem_result(layout_, op);
         const RuleId rule = op.code == kOpHostCount ? kFfaSpmcReclaimZero : kFfaHarnessHostMem;
         out.allowed.push_back(Allowed::ok(rule, static_cast<int64_t>(v)));
         out.hits.push_back({kFfaHarnessHostMem, false});
@@ -203,7 +196,7 @@ class SpmcModel final : public Model {
     if (op.code == kOpMemFragTx || op.code == kOpMemReclaim || op.code == kOpMemReclaim2)
       out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
     uint64_t in[kNumRegs] = {};
-    host_regs(op, handles_, last_desc_len_, in);
+    h_.host_regs(op, in);
     if (!is_ffa_fid(in[0])) {
       // SMCCC: a function ID nobody implements is SMC_UNK (w0 = -1); BL31
       // answers it before any SPMC sees it (SPEC.md SPMC:ANSWER).
@@ -294,28 +287,21 @@ class SpmcModel final : public Model {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents:
-        tx_write(s, op);
+        h_.tx_write(layout_, s, op);
         return;
       case kOpEl3Misbehave:
       case kOpEl3Profile:
       case kOpHostCount:
         return;
-      case kOpHostFill: {
-        const uint64_t len = host_mem_len(layout_, op.args[0], op.args[1]);
-        if (len) {
-          uint8_t* m = mem_.data() + (op.args[0] - layout_.phys_base);
-          std::memset(m, static_cast<uint8_t>(op.args[2]), len);
-          dirty_.mark(m, len);
-        }
+      case kOpHostFill:
+        h_.host_fill(layout_, op);
         return;
-      }
       default:
         break;
     }
     if (op.code >= kOpCount) return;
     if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
-      tx_window_ = op.args[0];
-      tx_known_ = true;
+      h_.mapped(op);
     }
     if (planned_.s != &s || planned_.i != i || !have_ans_) {
       Expectation e;
@@ -332,8 +318,7 @@ class SpmcModel final : public Model {
   bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) override {
     const Op& op = s.ops[i];
     if (op.code == kOpRxtxMap) {
-      tx_window_ = op.args[0];
-      tx_known_ = true;
+      h_.mapped(op);
     }
     if (planned_.s != &s || planned_.i != i || !have_ans_) {
       *note = "the model has no answer for this op";
@@ -346,7 +331,7 @@ class SpmcModel final : public Model {
         sp_op ? observed.value != 0
               : fid_of(observed.regs.data()) == kFnError || static_cast<uint32_t>(observed.regs[0]) == 0xffffffffu;
     if (observed_error) {
-      if (is_producer(op.code)) handles_.push_back(kInvalidHandle);
+      if (is_producer(op.code)) h_.handles.push_back(kInvalidHandle);
       *note = "the SPMC refused (FFA_ERROR or SMC_UNK): the model keeps its state (a failed call changes nothing)";
       return true;
     }
@@ -365,7 +350,7 @@ class SpmcModel final : public Model {
     if (non_ffa_ && !sp_op) {  // SMC_UNK changes nothing
       non_ffa_ = false;
       have_ans_ = false;
-      if (is_producer(op.code)) handles_.push_back(kInvalidHandle);
+      if (is_producer(op.code)) h_.handles.push_back(kInvalidHandle);
       return;
     }
     // The SPMC took the hypervisor's word (SPMC:NS-TRUST): that reply's effect.
@@ -384,7 +369,7 @@ class SpmcModel final : public Model {
                                      static_cast<uint32_t>(observed.regs[0]) == 0xffffffffu;
     if (refused && !is_error(ans_->out)) {
       have_ans_ = false;
-      if (is_producer(op.code)) handles_.push_back(kInvalidHandle);
+      if (is_producer(op.code)) h_.handles.push_back(kInvalidHandle);
       return;
     }
     spmc_->apply(*ans_, sp_op ? std::span<const uint8_t>() : spmc_->tx_window());
@@ -392,29 +377,13 @@ class SpmcModel final : public Model {
     if (!is_producer(op.code) && op.code != kOpRaw) return;
     const uint64_t mine = produced_handle(ans_->out), theirs = produced_handle(observed.regs.data());
     if (mine != kInvalidHandle && theirs != kInvalidHandle && mine != theirs) spmc_->rename_handle(mine, theirs);
-    if (is_producer(op.code)) handles_.push_back(theirs);
+    if (is_producer(op.code)) h_.handles.push_back(theirs);
   }
 
-  uint64_t handle(uint64_t slot) const { return slot_handle(handles_, slot); }
-
-  uint64_t tx_length(const Scenario& s, const Op& op) const {
-    const TxWrite w = tx_bytes(s, op);
-    return tx_clip(layout_, tx_known_, tx_window_, w.offset, w.bytes.size());
-  }
-
-  void tx_write(const Scenario& s, const Op& op) {
-    const TxWrite w = tx_bytes(s, op);
-    if (w.is_desc) last_desc_len_ = w.desc_len;
-    const uint64_t len = tx_clip(layout_, tx_known_, tx_window_, w.offset, w.bytes.size());
-    if (len == 0) return;
-    uint8_t* dst = mem_.data() + (tx_window_ - layout_.phys_base) + w.offset;
-    std::memcpy(dst, w.bytes.data(), len);
-    dirty_.mark(dst, len);
-  }
+  uint64_t handle(uint64_t slot) const { return h_.handle(slot); }
 
   ProxyProfile layout_;
-  std::vector<uint8_t> mem_;
-  DirtyPages dirty_;
+  HarnessRam h_;  // the RAM and the harness fields (HARNESS:SLOTS, HARNESS:TX)
   std::unique_ptr<Spmc> spmc_, snap_;
   std::unique_ptr<SpmcAnswer> ans_, trust_ans_;
   bool have_ans_ = false;
@@ -424,10 +393,6 @@ class SpmcModel final : public Model {
   uint64_t keep_pre_ = 0;   // the table digest then
   Allowed trust_allowed_;
   Hits hits_, trust_hits_;
-  std::vector<uint64_t> handles_;
-  uint64_t last_desc_len_ = 0;
-  uint64_t tx_window_ = 0;
-  bool tx_known_ = false;
   struct Planned {
     const Scenario* s = nullptr;
     size_t i = 0;
