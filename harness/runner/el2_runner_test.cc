@@ -22,6 +22,7 @@
 
 #include "harness/runner/crash_marker.h"
 #include "harness/runner/runner.h"
+#include "harness/runner/verdict_capture_test.h"
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/model.h"
 #include "targets/faulty/faulty_target.h"
@@ -59,38 +60,10 @@ const LoadedScenario& named(const std::vector<LoadedScenario>& all, const std::s
   return all.front();
 }
 
-struct RunResult {
-  RunStats stats;
-  std::vector<json> ops;  // the "op" records of the verdict stream
-};
-
+using test::RunResult;
+using test::violated;
 RunResult run(Target& target, Model& model, const InvariantSource* inv, const std::vector<LoadedScenario>& ss) {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  RunResult r;
-  {
-    VerdictWriter w(f);
-    r.stats = run_scenarios(ss, model, target, w, inv);
-  }
-  std::fclose(f);
-  std::string text(buf, len);
-  std::free(buf);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t nl = text.find('\n', pos);
-    json rec = json::parse(text.substr(pos, nl - pos));
-    if (rec["type"] == "op") r.ops.push_back(rec);
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-  }
-  return r;
-}
-
-std::set<std::string> violated(const json& rec) {
-  std::set<std::string> out;
-  if (rec.contains("violated"))
-    for (const auto& v : rec["violated"]) out.insert(v.get<std::string>());
-  return out;
+  return test::run_captured(target, model, inv, ss);
 }
 
 std::vector<std::string> outcomes(El2FfaTarget& t, const Scenario& s);

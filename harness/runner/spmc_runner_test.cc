@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "harness/runner/runner.h"
+#include "harness/runner/verdict_capture_test.h"
 #include "harness/scenario/ffa_spec.h"
 #include "models/ffa/spmc_model.h"
 #include "targets/faulty/faulty_target.h"
@@ -57,37 +58,10 @@ std::vector<LoadedScenario> load_text(const std::string& text) {
   return out;
 }
 
-struct RunResult {
-  RunStats stats;
-  std::vector<json> ops;
-};
-
+using test::RunResult;
+using test::violated;
 RunResult run(Target& target, Model& model, const InvariantSource* inv, const std::vector<LoadedScenario>& ss) {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  RunResult r;
-  {
-    VerdictWriter w(f);
-    r.stats = run_scenarios(ss, model, target, w, inv);
-  }
-  std::fclose(f);
-  std::string text(buf, len);
-  std::free(buf);
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t nl = text.find('\n', pos);
-    json rec = json::parse(text.substr(pos, nl - pos));
-    if (rec["type"] == "op") r.ops.push_back(rec);
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-  }
-  return r;
-}
-
-std::set<std::string> violated(const json& rec) {
-  std::set<std::string> out;
-  if (rec.contains("violated"))
-    for (const auto& v : rec["violated"]) out.insert(v.get<std::string>());
-  return out;
+  return test::run_captured(target, model, inv, ss);
 }
 
 std::string dump(const RunResult& r) {

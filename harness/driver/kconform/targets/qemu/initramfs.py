@@ -80,16 +80,23 @@ def build_initramfs(kernel: Kernel, agent: Path, pack_dir: Path, cache: Path,
     files += module_files(kernel, "kconform/modules")
     for f in sorted(pack_dir.glob("*.kcsb")):
         files.append((f"kconform/scenarios/{f.name}", f.read_bytes(), 0o100644))
+    return cache_archive(files, cache, "", "qemu", log)
+
+
+def cache_archive(files: list[tuple[str, bytes, int]], cache: Path, prefix: str, who: str,
+                  log: Callable[[str], None]) -> Path:
+    """files as a gzipped newc archive in <cache>/initramfs/<prefix><hash of its content>.cpio.gz,
+    written (atomically) unless it is there already."""
     archive = newc_archive(files)
     digest = hashlib.sha256(archive).hexdigest()[:24]
-    out = cache / "initramfs" / f"{digest}.cpio.gz"
+    out = cache / "initramfs" / f"{prefix}{digest}.cpio.gz"
     if out.is_file():
-        log(f"kconform: qemu: initramfs {out} (cached)")
+        log(f"kconform: {who}: initramfs {out} (cached)")
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
         gz.write(archive)
     tmp.rename(out)
-    log(f"kconform: qemu: initramfs {out} ({out.stat().st_size} bytes, {len(files)} files)")
+    log(f"kconform: {who}: initramfs {out} ({out.stat().st_size} bytes, {len(files)} files)")
     return out

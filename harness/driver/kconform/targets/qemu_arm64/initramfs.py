@@ -5,9 +5,6 @@ by the hash of its content (the archive format is targets/qemu's)."""
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +12,7 @@ from kconform.core.errors import ToolError
 from kconform.core.paths import REPO
 from kconform.sources import debian_files
 from kconform.sources.kernel_image import Kernel
-from kconform.targets.qemu.initramfs import module_files, newc_archive
+from kconform.targets.qemu.initramfs import cache_archive, module_files
 
 INIT_SCRIPT = REPO / "targets" / "qemu_arm64" / "initramfs" / "init"
 # busybox-static for arm64 is in trixie main (bookworm's would do as well; trixie is the
@@ -37,16 +34,4 @@ def files(kernel: Kernel, busybox: Path, init: Path = INIT_SCRIPT) -> list[tuple
 def build(kernel: Kernel, cache: Path, log: Callable[[str], None]) -> Path:
     """The gzipped initramfs for kernel, from the cache or written now."""
     busybox = debian_files.fetch(BUSYBOX, cache, progress=log)
-    archive = newc_archive(files(kernel, busybox))
-    digest = hashlib.sha256(archive).hexdigest()[:24]
-    out = cache / "initramfs" / f"arm64-{digest}.cpio.gz"
-    if out.is_file():
-        log(f"kconform: qemu-arm64: initramfs {out} (cached)")
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-        gz.write(archive)
-    tmp.rename(out)
-    log(f"kconform: qemu-arm64: initramfs {out} ({out.stat().st_size} bytes)")
-    return out
+    return cache_archive(files(kernel, busybox), cache, "arm64-", "qemu-arm64", log)
