@@ -186,16 +186,7 @@ TEST_F(El2Ffa, WrongRegisterOrStateIsAViolationOfTheRightRule) {
     std::string why;
     auto spec = parse_fault_spec(c.fault, &why);
     ASSERT_TRUE(spec) << why;
-    // The wrapper owns a target that does not own anything: wrap a forwarding shim.
-    struct Borrowed : Target {
-      Target* t;
-      explicit Borrowed(Target* t) : t(t) {}
-      const TargetIdentity& identity() const override { return t->identity(); }
-      void begin(const Scenario& s) override { t->begin(s); }
-      Outcome exec(const Scenario& s, size_t i) override { return t->exec(s, i); }
-      void end() override { t->end(); }
-    };
-    std::unique_ptr<Target> faulty = wrap_faulty(std::make_unique<Borrowed>(target_.get()), *spec);
+    std::unique_ptr<Target> faulty = wrap_faulty(std::make_unique<test::BorrowedTarget>(target_.get()), *spec);
     std::vector<LoadedScenario> one = {named(mine_, c.scenario)};
     RunResult r = run(*faulty, *model_, target_.get(), one);
     ASSERT_GT(r.ops.size(), c.op);

@@ -136,15 +136,7 @@ TEST_F(SpmcTarget, WrongAnswersAreCaught) {
     std::string why;
     auto spec = parse_fault_spec(c.fault, &why);
     ASSERT_TRUE(spec) << why;
-    struct Borrowed : Target {
-      Target* t;
-      explicit Borrowed(Target* t) : t(t) {}
-      const TargetIdentity& identity() const override { return t->identity(); }
-      void begin(const Scenario& s) override { t->begin(s); }
-      Outcome exec(const Scenario& s, size_t i) override { return t->exec(s, i); }
-      void end() override { t->end(); }
-    };
-    std::unique_ptr<Target> faulty = wrap_faulty(std::make_unique<Borrowed>(&target()), *spec);
+    std::unique_ptr<Target> faulty = wrap_faulty(std::make_unique<test::BorrowedTarget>(&target()), *spec);
     RunResult r = run(*faulty, *model_, &target(), load_text(text));
     ASSERT_GT(r.ops.size(), c.op);
     for (size_t i = 0; i < c.op; ++i) EXPECT_EQ(r.ops[i]["verdict"], "pass") << r.ops[i].dump();

@@ -42,6 +42,17 @@ inline RunResult run_captured(Target& target, Model& model, const InvariantSourc
   return r;
 }
 
+// A target that forwards to one it does not own (the faulty-target wrapper owns
+// what it wraps; the tests keep theirs).
+struct BorrowedTarget : Target {
+  Target* t;
+  explicit BorrowedTarget(Target* t) : t(t) {}
+  const TargetIdentity& identity() const override { return t->identity(); }
+  void begin(const Scenario& s) override { t->begin(s); }
+  Outcome exec(const Scenario& s, size_t i) override { return t->exec(s, i); }
+  void end() override { t->end(); }
+};
+
 inline std::set<std::string> violated(const nlohmann::json& rec) {
   std::set<std::string> out;
   if (rec.contains("violated"))
