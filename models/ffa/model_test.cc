@@ -301,8 +301,11 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
     EXPECT_EQ(judge(e, wrong).kind, VerdictKind::kViolation);
     covered.insert(c.rule);
   }
+  // Rules only the SPMC-side model judges (a real SPMC called from the Normal
+  // world, spmc_model.h): their cases are in spmc_model_test.cc.
+  const std::set<std::string> spmc_side = {"FFA.SPMC.ANSWER", "FFA.SPMC.HANDLE", "FFA.SPMC.NS_TRUST"};
   for (const RuleInfo& r : all_rules())
-    if (std::string(r.abi) == "ffa" && std::string(r.summary).rfind("Retired", 0) != 0)
+    if (std::string(r.abi) == "ffa" && std::string(r.summary).rfind("Retired", 0) != 0 && !spmc_side.count(r.id))
       EXPECT_TRUE(covered.count(r.id)) << "no case for " << r.id;
 }
 
