@@ -103,15 +103,21 @@ void put(uint8_t* b, size_t off, T v) {
 
 // SPMC:TABLE: the table TF-A holds, read through its own structures
 // (kc_spmc_table), in the view the model digests.
-uint64_t SpmcFfaTarget::table_digest() {
+std::span<const kc_spmc_tx> SpmcFfaTarget::table() {
   size_t n = kc_spmc_table(table_.data(), table_.size());
   if (n > table_.size()) {
     table_.resize(n);
     n = kc_spmc_table(table_.data(), table_.size());
   }
+  return {table_.data(), n};
+}
+
+uint64_t SpmcFfaTarget::table_digest() {
+  const std::span<const kc_spmc_tx> tab = table();
+  const size_t n = tab.size();
   std::vector<F::SpmcViewEntry> v(n);
   for (size_t k = 0; k < n; ++k) {
-    const kc_spmc_tx& t = table_[k];
+    const kc_spmc_tx& t = tab[k];
     F::SpmcViewEntry& e = v[k];
     e.handle = t.handle;
     e.complete = t.complete;
@@ -279,7 +285,6 @@ void SpmcFfaTarget::begin(const Scenario&) {
   dirty_.clear();
   std::memset(sp_mbox_, 0, 2 * kFfaPage);
   handles_.clear();
-  live_.clear();
   last_desc_len_ = 0;
   tx_window_ = 0;
   tx_known_ = false;
@@ -306,15 +311,15 @@ bool SpmcFfaTarget::smc(int origin, const uint64_t in[8], uint64_t out[8]) {
 }
 
 // HARNESS:SP: the secure partition as borrower. A retrieve request (FF-A
-// v1.1 layout, the SP's version) naming the handle, the sender and tag the
-// transaction was sent with and the SP as its one receiver; its response is
+// v1.1 layout, the SP's version) naming the handle, the sender and tag the SPMC
+// holds for the transaction and the SP as its one receiver; its response is
 // released at once. A relinquish descriptor naming the handle and the SP.
 int SpmcFfaTarget::sp_op(bool retrieve, uint64_t handle, uint16_t sp, uint64_t out[8]) {
   uint8_t* tx = sp_mbox_;
   uint16_t sender = 0;
   uint64_t tag = 0;
-  for (size_t k = 0; k < live_.size(); ++k)
-    if (live_[k] == handle) sender = senders_[k], tag = tags_[k];
+  for (const kc_spmc_tx& t : table())  // as the SPMC holds the transaction
+    if (t.handle == handle) sender = t.sender, tag = t.tag;
   uint64_t in[8] = {};
   if (retrieve) {
     std::memset(tx, 0, 64);
@@ -409,11 +414,6 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
     call[1] = host_va(in[1], len);
     call[2] = host_va(in[2], len);
   }
-  // What a send's descriptor says of the borrower's request (HARNESS:SP).
-  const uint8_t* head = tx_known_ ? ram(tx_window_, 24) : nullptr;
-  const uint16_t sender = head ? static_cast<uint16_t>(head[0] | head[1] << 8) : 0;
-  uint64_t tag = 0;
-  if (head) std::memcpy(&tag, head + 16, 8);
   // BL31 dispatches an SMC by its owning entity: only FF-A function IDs
   // reach the SPMD and then the SPMC; anything else is SMC_UNK from BL31's
   // runtime service table (bl31/bl31_main.c, common/runtime_svc.c), which is
@@ -451,25 +451,13 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
     if (h != kInvalidHandle) {
       std::string bad;
       if (h >> 63) bad = "bit 63 set (allocated by a hypervisor)";
-      for (uint64_t l : live_)
-        if (l == h) bad = "already names a live transaction";
+      size_t named = 0;  // transactions of the SPMC's table with this handle, the new one included
+      for (const kc_spmc_tx& t : table()) named += t.handle == h;
+      if (named > 1) bad = "already names a live transaction";
       if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "the SPMC gave handle " + hex(h) + ": " + bad});
-      live_.push_back(h);
-      senders_.push_back(sender);
-      tags_.push_back(tag);
     } else if (fid_of(out) == kFnMemFragRx || fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64) {
       breaks_.push_back({kFfaSpmcHandle, "the SPMC gave FFA_MEMORY_HANDLE_INVALID to a new transaction"});
     }
-  }
-  if (fid == kFnMemReclaim && fid_of(out) == kFnSuccess32) {
-    const uint64_t h = handle_of(in[1], in[2]);
-    for (size_t k = 0; k < live_.size(); ++k)
-      if (live_[k] == h) {
-        live_.erase(live_.begin() + static_cast<long>(k));
-        senders_.erase(senders_.begin() + static_cast<long>(k));
-        tags_.erase(tags_.begin() + static_cast<long>(k));
-        break;
-      }
   }
   if (is_producer(op.code)) handles_.push_back(produced_handle(out));  // HARNESS:SLOTS
   return o;

@@ -14,7 +14,8 @@
 // keep the scenario's addresses: the SPMC never dereferences a constituent.
 //
 // After every op: the handle a new transaction got (SPMC:HANDLE-SPEC,
-// FFA.SPMC.HANDLE) and whether the SPMC left a lock held; the outcome's state
+// FFA.SPMC.HANDLE: bit 63 clear, named by no other transaction of TF-A's
+// table) and whether the SPMC left a lock held; the outcome's state
 // is the digest of TF-A's transaction table read through its own structures
 // (models/ffa/spmc_view.h, SPEC.md SPMC:TABLE).
 //
@@ -25,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   int sp_op(bool retrieve, uint64_t handle, uint16_t sp, uint64_t out[8]);
   uint64_t tx_op(const Scenario& s, const Op& op);
   Outcome exec_op(const Scenario& s, size_t i);
+  std::span<const kc_spmc_tx> table();  // TF-A's transactions now (kc_spmc_table)
   uint64_t table_digest();  // SPMC:TABLE, from TF-A's own table
 
   std::string error_;
@@ -74,9 +77,6 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   std::vector<std::pair<uint64_t, uint64_t>> dirty_;  // RAM ranges written since begin()
   // Per scenario.
   std::vector<uint64_t> handles_;  // HARNESS:SLOTS
-  std::vector<uint64_t> live_;     // handles of transactions not yet reclaimed
-  std::vector<uint16_t> senders_;  // ... the sender and tag each was sent with
-  std::vector<uint64_t> tags_;
   uint64_t last_desc_len_ = 0;
   uint64_t tx_window_ = 0;
   bool tx_known_ = false;
