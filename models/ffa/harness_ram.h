@@ -1,6 +1,6 @@
 // What both FF-A models (model.cc: the proxy's oracle; spmc_model.cc: the
-// SPMC's) keep of a scenario's harness side, and the harness ops they judge
-// alike (SPEC.md HARNESS:SLOTS, HARNESS:TX, HARNESS:HOST-MEM): the handle
+// SPMC's) keep of a scenario's harness side, the harness ops they judge
+// alike, and how both merge a core call's rules into an Expectation (SPEC.md HARNESS:SLOTS, HARNESS:TX, HARNESS:HOST-MEM): the handle
 // slots, the host TX window and the last descriptor's length, and the
 // modelled RAM the tx_* and host_* ops write, with the pages written marked
 // for the per-scenario restore. Header-only, as scenario_ops.h.
@@ -13,9 +13,27 @@
 #include "harness/scenario/ffa_abi.h"
 #include "harness/scenario/scenario.h"
 #include "models/common/dirty_pages.h"
+#include "models/common/outcome.h"
+#include "models/ffa/hits.h"
 #include "models/ffa/scenario_ops.h"
 
 namespace kconform::ffa {
+
+// The rules a core call evaluated (Hits), merged into out.hits (a rule
+// already there keeps one entry, forbidden if either side says so), and its
+// note as out.note.
+inline void merge_hits(const Hits& h, Expectation& out) {
+  for (uint32_t k = 0; k < h.size(); ++k) {
+    bool seen = false;
+    for (RuleHit& rh : out.hits)
+      if (rh.rule == h[k].rule) {
+        rh.forbidden |= h[k].forbidden;
+        seen = true;
+      }
+    if (!seen) out.hits.push_back({h[k].rule, h[k].forbidden});
+  }
+  if (h.text()[0]) out.note = h.text();
+}
 
 struct HarnessRam {
   // RAM: layout.ram_bytes() from layout.phys_base, all zero after reset().
@@ -90,5 +108,14 @@ struct HarnessRam {
     put(&tx_known, sizeof tx_known);
   }
 };
+
+// HARNESS:SLOTS: the ops that name a slot (a fragment, a reclaim, a
+// borrower's op) evaluate the rule, on its forbidden side for a slot no send
+// filled.
+inline void slot_hit(const HarnessRam& h, const Op& op, Expectation& out) {
+  if (op.code == kOpMemFragTx || op.code == kOpMemReclaim || op.code == kOpMemReclaim2 || op.code == kOpSpRetrieve ||
+      op.code == kOpSpRelinquish)
+    out.hits.push_back({kFfaHarnessSlots, h.handle(op.args[0]) == kInvalidHandle});
+}
 
 }  // namespace kconform::ffa

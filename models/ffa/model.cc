@@ -122,7 +122,7 @@ class FfaModel final : public Model {
                                {ans.slot, &ans.tx});
         push(out, a, 0);
         out.hits.push_back({kFfaHarnessSpOp, false});
-        out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
+        slot_hit(h_, op, out);
         return;
       }
       default:
@@ -132,8 +132,7 @@ class FfaModel final : public Model {
       out.note = "unknown ffa op code " + std::to_string(op.code);
       return;
     }
-    if (op.code == kOpMemFragTx || op.code == kOpMemReclaim || op.code == kOpMemReclaim2)
-      out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
+    slot_hit(h_, op, out);
     uint64_t in[kCallRegs];
     host_regs(op, in);
     const Plan& plan = *plan_;
@@ -153,18 +152,9 @@ class FfaModel final : public Model {
       a.state = alt.effect == kUnchanged ? pre : post[alt.effect];
       push(out, a, alt.effect);
     }
-    for (uint32_t k = 0; k < plan.hits.size(); ++k) {
-      const Hit& h = plan.hits[k];
-      bool seen = false;
-      for (RuleHit& rh : out.hits)
-        if (rh.rule == h.rule) {
-          rh.forbidden |= h.forbidden;
-          seen = true;
-        }
-      if (!seen) out.hits.push_back({h.rule, h.forbidden});
-      if (h.rule == kFfaProxyEl3Fault) out.robustness = true;
-    }
-    if (plan.hits.text()[0]) out.note = plan.hits.text();
+    merge_hits(plan.hits, out);
+    for (uint32_t k = 0; k < plan.hits.size(); ++k)
+      if (plan.hits[k].rule == kFfaProxyEl3Fault) out.robustness = true;
   }
 
   void commit(const Scenario& s, size_t i, const Outcome& observed) override {

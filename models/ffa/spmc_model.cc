@@ -48,6 +48,27 @@ bool is_send_fid(uint32_t fid) {
   return f == kFnMemShare32 || f == kFnMemLend32 || f == kFnMemDonate32;
 }
 
+// Whether reply gives a send's new transaction its handle (SPMC:HANDLE-SPEC:
+// the SPMC's choice; the target checks what the specification asks of it).
+bool new_handle(const uint64_t call[8], const uint64_t reply[8]) {
+  return is_send_fid(static_cast<uint32_t>(call[0])) && (is_success(reply) || fid_of(reply) == kFnMemFragRx);
+}
+
+// The registers of reply an allowed outcome fixes: its result registers
+// (spmc_result_regs) less a new transaction's handle.
+uint8_t judged_regs(const uint64_t call[8], const uint64_t reply[8]) {
+  const uint8_t m = spmc_result_regs(call, reply);
+  if (!new_handle(call, reply)) return m;
+  return m & static_cast<uint8_t>(fid_of(reply) == kFnMemFragRx ? ~0x06 : ~0x0c);  // w1/w2 or w2/w3
+}
+
+// The target refused op: FFA_ERROR, SMC_UNK (w0 = -1: the firmware did not
+// take the call), or a borrower's op that failed.
+bool refused(const Op& op, const Outcome& observed) {
+  if (op.code == kOpSpRetrieve || op.code == kOpSpRelinquish) return observed.value != 0;
+  return fid_of(observed.regs.data()) == kFnError || static_cast<uint32_t>(observed.regs[0]) == 0xffffffffu;
+}
+
 // The rule that licenses a reply nothing more specific decides.
 RuleId call_rule(uint32_t fid) {
   switch (fid & ~kSmc64Bit) {
@@ -120,10 +141,8 @@ class SpmcModel final : public Model {
       a.check_state = true;
       a.state = pre;
       if (!call || !have_ans_ || non_ffa_) continue;
-      const bool refusal = (a.regs_mask & kX0) && (a.regs[0] == kFnError || a.kind != Outcome::Kind::kOk ||
-                                                   (op.code >= kOpSpRetrieve && a.lo != 0));
-      const bool sp = op.code == kOpSpRetrieve || op.code == kOpSpRelinquish;
-      if (sp ? a.lo != 0 : refusal && !is_error(ans_->out)) continue;  // an allowed refusal of a success: unchanged
+      // An allowed refusal where the model's answer succeeds: the table as it is.
+      if (a.regs[0] == kFnError && !is_error(ans_->out)) continue;
       const SpmcAnswer& from = (trusting_ && a.rule == kFfaSpmcNsTrust) ? *trust_ans_ : *ans_;
       a.state = spmc_view_digest(spmc_view_of(*spmc_, {from.slot, &from.tx}));
     }
@@ -183,7 +202,7 @@ class SpmcModel final : public Model {
         a.regs[2] = ans_->out[2];
         out.allowed.push_back(a);
         out.hits.push_back({kFfaHarnessSpOp, false});
-        out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
+        slot_hit(h_, op, out);
         return;
       }
       default:
@@ -193,8 +212,7 @@ class SpmcModel final : public Model {
       out.note = "unknown ffa op code " + std::to_string(op.code);
       return;
     }
-    if (op.code == kOpMemFragTx || op.code == kOpMemReclaim || op.code == kOpMemReclaim2)
-      out.hits.push_back({kFfaHarnessSlots, handle(op.args[0]) == kInvalidHandle});
+    slot_hit(h_, op, out);
     uint64_t in[kNumRegs] = {};
     h_.host_regs(op, in);
     if (!is_ffa_fid(in[0])) {
@@ -246,39 +264,23 @@ class SpmcModel final : public Model {
       out.hits.push_back({kFfaSpmcReclaimFlags, false});
     }
     Allowed a = Allowed::ok(rule, 0);
-    a.regs_mask = spmc_result_regs(in, r);
-    // SPMC:HANDLE-SPEC: the handle of a new transaction is the SPMC's choice
-    // (the target checks what the specification asks of it).
-    if (is_send_fid(fid) && (is_success(r) || fid_of(r) == kFnMemFragRx)) {
-      a.regs_mask &= static_cast<uint8_t>(fid_of(r) == kFnMemFragRx ? ~0x06 : ~0x0c);
-      out.hits.push_back({kFfaSpmcHandle, false});
-    }
+    a.regs_mask = judged_regs(in, r);
+    if (new_handle(in, r)) out.hits.push_back({kFfaSpmcHandle, false});
     for (uint32_t k = 0; k < kCallRegs; ++k) a.regs[k] = r[k];
     out.allowed.push_back(a);
     const uint64_t* t = trust_ans_->out;
     trusting_ = false;
     if (fid_of(t) != fid_of(r) || (is_error(t) && error_code(t) != error_code(r))) {
       Allowed b = Allowed::ok(kFfaSpmcNsTrust, 0);
-      b.regs_mask = spmc_result_regs(in, t);
-      if (is_send_fid(fid) && (is_success(t) || fid_of(t) == kFnMemFragRx))
-        b.regs_mask &= static_cast<uint8_t>(fid_of(t) == kFnMemFragRx ? ~0x06 : ~0x0c);
+      b.regs_mask = judged_regs(in, t);
       for (uint32_t k = 0; k < kCallRegs; ++k) b.regs[k] = t[k];
-      if (is_send_fid(fid) && (is_success(t) || fid_of(t) == kFnMemFragRx)) out.hits.push_back({kFfaSpmcHandle, false});
+      if (new_handle(in, t)) out.hits.push_back({kFfaSpmcHandle, false});
       out.allowed.push_back(b);
       out.hits.push_back({kFfaSpmcNsTrust, false});
       trust_allowed_ = b;
       trusting_ = true;
     }
-    for (uint32_t k = 0; k < hits_.size(); ++k) {
-      bool seen = false;
-      for (RuleHit& rh : out.hits)
-        if (rh.rule == hits_[k].rule) {
-          rh.forbidden |= hits_[k].forbidden;
-          seen = true;
-        }
-      if (!seen) out.hits.push_back({hits_[k].rule, hits_[k].forbidden});
-    }
-    if (hits_.text()[0]) out.note = hits_.text();
+    merge_hits(hits_, out);
   }
 
   void commit(const Scenario& s, size_t i, const Outcome& observed) override {
@@ -326,11 +328,7 @@ class SpmcModel final : public Model {
     }
     planned_ = {};
     const bool sp_op = op.code == kOpSpRetrieve || op.code == kOpSpRelinquish;
-    // FFA_ERROR, or SMC_UNK (w0 = -1: the firmware did not take the call).
-    const bool observed_error =
-        sp_op ? observed.value != 0
-              : fid_of(observed.regs.data()) == kFnError || static_cast<uint32_t>(observed.regs[0]) == 0xffffffffu;
-    if (observed_error) {
+    if (refused(op, observed)) {
       if (is_producer(op.code)) h_.handles.push_back(kInvalidHandle);
       *note = "the SPMC refused (FFA_ERROR or SMC_UNK): the model keeps its state (a failed call changes nothing)";
       return true;
@@ -364,10 +362,7 @@ class SpmcModel final : public Model {
     }
     keep_send_ = false;
     // An allowed refusal where the model would have succeeded changes nothing.
-    const bool refused = sp_op ? observed.value != 0
-                               : fid_of(observed.regs.data()) == kFnError ||
-                                     static_cast<uint32_t>(observed.regs[0]) == 0xffffffffu;
-    if (refused && !is_error(ans_->out)) {
+    if (refused(op, observed) && !is_error(ans_->out)) {
       have_ans_ = false;
       if (is_producer(op.code)) h_.handles.push_back(kInvalidHandle);
       return;
