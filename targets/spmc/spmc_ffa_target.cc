@@ -432,6 +432,10 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
   // (x0 an FF-A function ID with bit 30 clear: FFA_ERROR, FFA_SUCCESS_32,
   // FFA_MEM_FRAG_RX, ...), is in w0-w7; the upper halves are not part of it
   // (TF-A sign-extends FFA_ERROR's w2, spmc_ffa_error_return, and SMC_UNK).
+  // A register the SPMC did not write holds what the caller passed: the
+  // scenario's address, not where this process put it (translated above).
+  for (int k = 1; k <= 2; ++k)
+    if (call[k] != in[k] && out[k] == call[k]) out[k] = in[k];
   const bool smc32 = !(fid & kSmc64Bit) || (is_ffa_fid(out[0]) && !(out[0] & kSmc64Bit));
   for (int k = 0; k < 8; ++k) o.regs[k] = smc32 ? out[k] & 0xffffffffu : out[k];
   // The SPMC writes the Normal world's RX: zeroed at the next begin().
