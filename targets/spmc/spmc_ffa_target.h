@@ -32,7 +32,7 @@
 
 #include "models/ffa/proxy.h"
 #include "targets/invariants.h"
-#include "targets/spmc/kc_spmc_hooks.h"
+#include "targets/spmc/tfa_spmc.h"
 #include "targets/target.h"
 
 namespace kconform::spmc {
@@ -57,22 +57,16 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
 
  private:
-  static void boot();
   uint64_t host_va(uint64_t pa, uint64_t len) const;
   uint8_t* ram(uint64_t pa, uint64_t len) const;
-  bool smc(int origin, const uint64_t in[8], uint64_t out[8]);  // false: the SPMC stopped (fatal)
-  int sp_op(bool retrieve, uint64_t handle, uint16_t sp, uint64_t out[8]);
   uint64_t tx_op(const Scenario& s, const Op& op);
   Outcome exec_op(const Scenario& s, size_t i);
-  std::span<const kc_spmc_tx> table();  // TF-A's transactions now (kc_spmc_table)
-  uint64_t table_digest();  // SPMC:TABLE, from TF-A's own table
 
   std::string error_;
   ::kconform::ffa::ProxyProfile layout_;
   TargetIdentity identity_;
   uint8_t* ram_ = nullptr;    // layout_.ram_bytes() at layout_.phys_base
-  uint8_t* nomem_ = nullptr;  // kNoMemReserve, PROT_NONE: buffers not wholly in RAM
-  uint8_t* sp_mbox_ = nullptr;  // the SP's TX and RX pages (the process's, booted once)
+  TfaSpmc* tfa_ = nullptr;    // the process's SPMC (tfa_spmc.h)
   std::vector<uint8_t> snapshot_;
   std::vector<std::pair<uint64_t, uint64_t>> dirty_;  // RAM ranges written since begin()
   // Per scenario.
@@ -82,7 +76,6 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   bool tx_known_ = false;
   uint64_t rx_pa_ = 0, rx_bytes_ = 0;  // the Normal world's RX as mapped (the SPMC writes it)
   std::vector<InvariantBreak> breaks_;
-  std::vector<kc_spmc_tx> table_ = std::vector<kc_spmc_tx>(32);
 };
 
 std::unique_ptr<SpmcFfaTarget> open_spmc_ffa_target(uint64_t page_size, std::string* error);
