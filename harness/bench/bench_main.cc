@@ -107,6 +107,11 @@ void run_family(benchmark::State& state, const TargetFamily& family, const std::
 #if defined(KC_BENCH_EL2)
 void BM_El2Differential(benchmark::State& state) { run_family(state, el2::el2_target_family(), "ffa"); }
 BENCHMARK(BM_El2Differential)->Unit(benchmark::kMillisecond)->UseRealTime();
+#ifdef KC_HAVE_TFA
+// The same ffa.c with TF-A's EL3 SPMC behind it (`run --target el2 --el3 tf-a`).
+void BM_El2TfaDifferential(benchmark::State& state) { run_family(state, el2::el2_tfa_target_family(), "ffa"); }
+BENCHMARK(BM_El2TfaDifferential)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
 #elif defined(KC_BENCH_SPMC)
 // TF-A's EL3 SPMC called straight from the Normal world (4K scenarios), judged
 // by the SPMC-side model.

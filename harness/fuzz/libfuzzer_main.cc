@@ -1,8 +1,9 @@
 // The fuzz target's entry points (libFuzzer's interface, which AFL++ also
 // drives in persistent mode through libAFLDriver: `afl-clang-fast++
 // -fsanitize=fuzzer`). One source for both engines; KC_FUZZ_EL2 selects the
-// in-process EL2 target (FF-A), KC_FUZZ_SPMC=<page size> the spmc target
-// (TF-A's EL3 SPMC, FF-A), otherwise the running kernel's guest_memfd.
+// in-process EL2 target (FF-A; with KC_FUZZ_EL2_TFA, TF-A's EL3 SPMC behind
+// it), KC_FUZZ_SPMC=<page size> the spmc target (TF-A's EL3 SPMC, FF-A),
+// otherwise the running kernel's guest_memfd.
 #include <cstddef>
 #include <cstdint>
 
@@ -21,7 +22,10 @@ namespace {
 
 fuzz::FuzzRunner* g_runner = nullptr;
 
-#if defined(KC_FUZZ_EL2)
+#if defined(KC_FUZZ_EL2) && defined(KC_FUZZ_EL2_TFA)
+constexpr Abi kAbi = Abi::kFfa;
+const TargetFamily& family() { return el2::el2_tfa_target_family(); }
+#elif defined(KC_FUZZ_EL2)
 constexpr Abi kAbi = Abi::kFfa;
 const TargetFamily& family() { return el2::el2_target_family(); }
 #elif defined(KC_FUZZ_SPMC)

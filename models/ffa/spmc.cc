@@ -71,6 +71,8 @@ DescSpec response_spec(const Transaction& t, Layout l, const Constituent* runs, 
   return s;
 }
 
+}  // namespace
+
 // HARNESS:EL3 faults 20-24: EL3's reply to a forwarded SHARE/LEND/FRAG_TX
 // lies; what the call did at EL3 stays as decided. Returns whether the armed
 // fault fired (it is then disarmed by the caller).
@@ -111,8 +113,6 @@ bool lie_about_send(Fault f, uint64_t value, uint64_t out[]) {
       return false;
   }
 }
-
-}  // namespace
 
 void set_error(uint64_t out[], int32_t code) {
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = 0;

@@ -316,5 +316,9 @@ inline bool is_success(const uint64_t out[]) { return fid_of(out) == kFnSuccess3
 // The memory-management calls (function numbers 0x71-0x7B and RECLAIM2), the
 // ones el3_misbehave's faults apply to.
 bool is_mem_fid(uint64_t fid);
+// HARNESS:EL3 faults 20-24 (EL3's reply to a SHARE/LEND/FRAG_TX lies; what the
+// call did at EL3 stays): rewrites out if fault f applies to it; whether it did.
+// Also the SMC-boundary wrapper of a real EL3 (targets/spmc/tfa_el3.h).
+bool lie_about_send(Fault f, uint64_t value, uint64_t out[]);
 
 }  // namespace kconform::ffa

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "models/ffa/digest.h"
@@ -66,6 +67,16 @@ inline uint64_t spmc_view_digest(std::vector<SpmcViewEntry> v) {
     }
     h.u32(e.total_pages);
   }
+  return h.h;
+}
+
+// DIGEST:TABLE-VIEW: the state digest with a real EL3: FNV-1a-64 over u32
+// n_host_pages, the views, then u64 table_digest (spmc_view_digest).
+inline uint64_t state_digest_table_view(std::span<const uint8_t> host_views, uint64_t table_digest) {
+  Fnv1a h;
+  h.u32(static_cast<uint32_t>(host_views.size()));
+  h.bytes(host_views.data(), host_views.size());
+  h.u64(table_digest);
   return h.h;
 }
 

@@ -41,6 +41,7 @@
 #include "models/ffa/scenario_ops.h"
 #include "models/ffa/model.h"
 #include "models/ffa/reclaim2_abi.h"
+#include "models/ffa/spmc_view.h"
 
 namespace kconform::el2 {
 
@@ -131,13 +132,17 @@ void check_reclaim2_relay(const uint64_t in[kNumRegs], const F::Hits& hits, std:
 
 }  // namespace
 
-El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(std::make_unique<F::Spmc>()) {
+El2FfaTarget::El2FfaTarget(std::unique_ptr<RealEl3> el3)
+    : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(std::make_unique<F::Spmc>()), el3_(std::move(el3)) {
   const BuildInfo& bi = el2_build_info();
   El2Config cfg;
   const uint64_t low = low_host_pages(bi.page_size);
   cfg.host_pages = kHostPages + low;
   cfg.phys_base = kTopBase - low * bi.page_size;
-  cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { el3_smc(in, out); };
+  if (el3_)
+    cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { real_el3_smc(in, out); };
+  else
+    cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { el3_smc(in, out); };
 
   // The model profile comes from the build: the tree's PAGE_SIZE,
   // KVM_FFA_MBOX_NR_PAGES, hyp_ffa_proxy_pages() and whether its ffa.c names
@@ -154,6 +159,19 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
   profile_.desc_buf_bytes =
       bi.ffa_proxy_pages > 2 * bi.ffa_mbox_pages ? (bi.ffa_proxy_pages - 2 * bi.ffa_mbox_pages) * bi.page_size : 0;
 
+  // A real EL3: the model's SPMC is configured as it is (RealEl3Profile);
+  // the state digest holds its table in the SPMC:TABLE view and the handles
+  // it allocates are its choice (ProxyProfile::real_el3).
+  if (el3_) {
+    const RealEl3Profile rp = el3_->profile();
+    profile_.real_el3 = true;
+    profile_.spmc.version = rp.version;
+    profile_.spmc.n_sps = rp.n_sps;
+    for (uint32_t k = 0; k < F::kMaxSps; ++k) profile_.spmc.sp_ids[k] = k < 4 ? rp.sp_ids[k] : 0;
+    profile_.spmc.reclaim2 = rp.reclaim2;
+    profile_.spmc.donate = rp.donate;
+    profile_.spmc.one_send_in_flight = rp.one_send_in_flight;
+  }
   // EL3 as World::reset configures it: Normal-world memory is all of RAM.
   F::SpmcConfig sc = profile_.spmc;
   sc.ns_base = profile_.phys_base;
@@ -179,9 +197,11 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
   profile_.version = init_version_;
   spmc_->mark_clean();
   *spmc_snap_ = *spmc_;
+  if (el3_) el3_->save_start();  // after hyp_ffa_init()'s calls
 
   identity_.target = "el2";
   identity_.release = bi.tree_version + "-" + std::to_string(bi.page_size / 1024) + "k";
+  if (el3_) identity_.release += "+" + el3_->release();
   identity_.profile = F::profile_name(profile_);
   identity_.caps = {{"page_size", bi.page_size},
                     {"reclaim2", bi.handles_reclaim2 ? 1u : 0u},
@@ -191,7 +211,8 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
                     {"host_pages", cfg.host_pages},
                     {"phys_base", cfg.phys_base},
                     {"desc_buf_bytes", profile_.desc_buf_bytes},
-                    {"sanitized", bi.sanitized ? 1u : 0u}};
+                    {"sanitized", bi.sanitized ? 1u : 0u},
+                    {"real_el3", el3_ ? 1u : 0u}};
   identity_.cap_bits = bi.handles_reclaim2 ? F::kCapReclaim2 : 0;
   if (bi.page_size == 4096) identity_.cap_bits |= F::kCapPage4k;
   if (bi.page_size == 16384) identity_.cap_bits |= F::kCapPage16k;
@@ -200,8 +221,8 @@ El2FfaTarget::El2FfaTarget() : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(st
 
 El2FfaTarget::~El2FfaTarget() { el2_set_el3(nullptr); }
 
-std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error) {
-  auto t = std::make_unique<El2FfaTarget>();
+std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error, std::unique_ptr<RealEl3> el3) {
+  auto t = std::make_unique<El2FfaTarget>(std::move(el3));
   if (!t->ok()) {
     if (error) *error = t->error();
     return nullptr;
@@ -232,7 +253,40 @@ void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) 
   if (F::is_error(out)) el3_failed_ = true;
 }
 
-uint64_t El2FfaTarget::state_digest() const { return F::state_digest(views(), *spmc_); }
+// A real EL3's SMC: x0-x7 go to it (FF-A's memory and framework calls use no
+// more), x8-x17 come back as the caller left them. FFA_RXTX_MAP's buffers are
+// translated to where the RAM is in this process (the SPMC maps them PA ==
+// VA), or into the no-memory window if not wholly in RAM; a register the SPMC
+// did not write reports the hypervisor's address, not the translation.
+void El2FfaTarget::real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) {
+  if (init_version_ == 0 && (in[0] & 0xffffffffu) == F::kFnVersion) init_version_ = static_cast<uint32_t>(in[1]);
+  uint64_t call[8], reply[8] = {};
+  std::memcpy(call, in, sizeof call);
+  if ((in[0] & 0xffffffffu & ~F::kSmc64Bit) == F::kFnRxtxMap32) {
+    const uint64_t len = (in[3] & 0x3f) * F::kFfaPage;  // FFA_RXTX_MAP w3[5:0]: pages of each buffer
+    for (int k = 1; k <= 2; ++k) {
+      uint8_t* p = el2_phys(in[k], len);
+      call[k] = p ? reinterpret_cast<uint64_t>(p) : el3_->nomem_va(in[k]);
+    }
+  }
+  if (!el3_->smc(call, reply, &breaks_)) {
+    el3_fatal_ = true;  // EL3 stopped: the op is a crash (exec)
+    for (int k = 0; k < 8; ++k) reply[k] = in[k];
+    reply[0] = F::kFnError;
+    reply[2] = static_cast<uint32_t>(F::kAborted);
+  }
+  for (int k = 1; k <= 2; ++k)
+    if (call[k] != in[k] && reply[k] == call[k]) reply[k] = in[k];
+  for (size_t k = 0; k < kNumRegs; ++k) out[k] = k < 8 ? reply[k] : in[k];
+  if (F::is_error(out)) el3_failed_ = true;
+}
+
+uint64_t El2FfaTarget::el3_digest() const { return el3_ ? el3_->table_digest() : spmc_digest(*spmc_); }
+
+uint64_t El2FfaTarget::state_digest() const {
+  if (el3_) return F::state_digest_table_view(views(), el3_->table_digest());
+  return F::state_digest(views(), *spmc_);
+}
 
 // The tracker keeps each page's view (PageTracker::views) in the digest's
 // encoding: host page i is the tracker's page i (both start at phys_base).
@@ -246,7 +300,9 @@ std::span<const uint8_t> El2FfaTarget::views() const {
 
 void El2FfaTarget::begin(const Scenario&) {
   el2_restore();
-  if (!(el2_restore_skip() & kRestoreSpmc))
+  if (el3_)
+    el3_->restore_start();
+  else if (!(el2_restore_skip() & kRestoreSpmc))
     spmc_->restore(*spmc_snap_);  // only the slots and buffer bytes the last scenario changed
   handles_.clear();
   last_desc_len_ = 0;
@@ -260,7 +316,7 @@ void El2FfaTarget::begin(const Scenario&) {
 
 std::vector<uint8_t> El2FfaTarget::state_bytes() const {
   std::vector<uint8_t> b = el2_state_bytes();
-  const std::vector<uint8_t> s = spmc_->bytes();
+  const std::vector<uint8_t> s = el3_ ? el3_->state_bytes() : spmc_->bytes();
   b.insert(b.end(), s.begin(), s.end());
   return b;
 }
@@ -297,9 +353,10 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
   using namespace F;
   breaks_.clear();
   fault_fired_ = false;
+  el3_fatal_ = false;
   const Op& op = s.ops[i];
   el2_tracker().BeginOp();  // the pages this op changes, with their views before (I1)
-  const uint64_t pre_spmc = spmc_digest(*spmc_);
+  const uint64_t pre_spmc = el3_digest();
   uint64_t out[kNumRegs] = {};
   Outcome o = Outcome::ok(0);
   bool host_call = false, error_return = false;
@@ -313,11 +370,14 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       case kOpTxConstituents:
         o = Outcome::ok(static_cast<int64_t>(tx_op(s, op)));
         break;
-      case kOpEl3Misbehave:
-        spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
+      case kOpEl3Misbehave:  // a real EL3: at the SMC boundary (RealEl3::arm)
+        if (el3_)
+          el3_->arm(static_cast<uint8_t>(op.args[0]), op.args[1]);
+        else
+          spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
         break;
-      case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3
-        spmc_->set_permissive(op.args[0] != 0);
+      case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3; a real EL3 is what it is
+        if (!el3_) spmc_->set_permissive(op.args[0] != 0);
         break;
       case kOpHostFill:
       case kOpHostCount: {  // HARNESS:HOST-MEM, on the RAM ffa.c and the SPMC use
@@ -331,6 +391,17 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
+        if (el3_) {
+          const int rc = el3_->sp_op(op.code == kOpSpRetrieve, handle(op.args[0]), sp, out, &breaks_);
+          if (rc == RealEl3::kFatal) {
+            o = Outcome::sig(SIGABRT);
+            break;
+          }
+          o = Outcome::ok(rc);
+          for (int k = 0; k < 8; ++k) o.regs[k] = out[k] & 0xffffffffu;  // SMC32 replies: w0-w7
+          error_return = is_error(out);
+          break;
+        }
         if (op.code == kOpSpRetrieve)
           spmc_->sp_retrieve(handle(op.args[0]), sp, out);
         else
@@ -346,11 +417,15 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         host_regs(op, in);
         fid = in[0] & 0xffffffffu;
         el3_failed_ = false;
-        const Fault armed = spmc_->armed();
+        const uint8_t armed = el3_ ? el3_->armed() : static_cast<uint8_t>(spmc_->armed());
         el2_host_smc(in, out);
-        fault_fired_ = spmc_->armed() != armed;
+        fault_fired_ = (el3_ ? el3_->armed() : static_cast<uint8_t>(spmc_->armed())) != armed;
         if (fault_fired_) el3_failed_ = true;
-        if (el2_last_status() == CallStatus::kFatal) {
+        if (el3_fatal_) {
+          // EL3 stopped (panic, failed assert, external abort): the machine stops.
+          std::fprintf(stderr, "kconform el2: fatal error at EL3 in scenario '%s' op %zu\n", s.name.c_str(), i);
+          o = Outcome::sig(SIGABRT);
+        } else if (el2_last_status() == CallStatus::kFatal) {
           // hyp_panic/BUG/deadlock at EL2: the host would never return.
           std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu\n", s.name.c_str(), i);
           o = Outcome::sig(SIGABRT);
@@ -391,7 +466,7 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
       const bool bad = el3_failed_ ? (post[k] == kShared && pre != kShared) : post[k] != pre;
       if (bad) changed += " " + hex(base + k * ps) + ":" + std::to_string(pre) + "->" + std::to_string(post[k]);
     }
-    if (!el3_failed_ && spmc_digest(*spmc_) != pre_spmc) changed += " (and the SPMC's transactions)";
+    if (!el3_failed_ && el3_digest() != pre_spmc) changed += " (and the SPMC's transactions)";
     if (!changed.empty())
       breaks_.push_back({kFfaProxyNoChangeOnError,
                          "FFA_ERROR(" + std::to_string(error_code(err_out)) + ") returned" +
@@ -402,33 +477,44 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
 
   // I2: stage-2 and EL3 agree on every host page.
   bool in_flight = false;
-  for (uint32_t t = 0; t < kMaxTransactions; ++t)
-    in_flight |= spmc_->slot(t).live && !spmc_->slot(t).complete;
   std::string stale, early;
   // Which host pages a live complete transaction holds (a 4K page of it not
   // yet reclaimed): Spmc::page_held for every page, in one pass over the table.
   held_.assign(post.size(), 0);
   if (seen_.size() != post.size() * (ps / kFfaPage)) seen_.assign(post.size() * (ps / kFfaPage), 0);
-  for (uint32_t t = 0; t < kMaxTransactions; ++t) {
-    const Transaction& tx = spmc_->slot(t);
-    if (!tx.live || !tx.complete) continue;
-    // As Transaction::page_index: the first constituent naming a 4K page decides
-    // (constituents may overlap under a permissive EL3).
-    for (int pass = 0; pass < 2; ++pass) {
-      uint32_t idx = 0;
-      for (uint32_t r = 0; r < tx.n_ranges; ++r)
-        for (uint32_t p = 0; p < tx.ranges[r].pages; ++p, ++idx) {
-          const uint64_t q = tx.ranges[r].address + uint64_t{p} * kFfaPage;
-          if (q < base || (q - base) / ps >= post.size()) continue;
-          const uint64_t q4 = (q - base) / kFfaPage;
-          if (pass == 1) {
-            seen_[q4] = 0;
-            continue;
-          }
-          if (seen_[q4]) continue;
-          seen_[q4] = 1;
-          if (!tx.page_reclaimed(idx)) held_[(q - base) / ps] = 1;
-        }
+  // As Transaction::page_index: the first constituent naming a 4K page decides
+  // (constituents may overlap under a permissive EL3). pass 0 marks, pass 1
+  // clears seen_ again.
+  auto visit = [&](int pass, uint64_t q, bool reclaimed) {
+    if (q < base || (q - base) / ps >= post.size()) return;
+    const uint64_t q4 = (q - base) / kFfaPage;
+    if (pass == 1) {
+      seen_[q4] = 0;
+      return;
+    }
+    if (seen_[q4]) return;
+    seen_[q4] = 1;
+    if (!reclaimed) held_[(q - base) / ps] = 1;
+  };
+  if (el3_) {  // a real EL3 (no RECLAIM2: a complete transaction holds all its pages)
+    const std::span<const RealEl3Tx> txs = el3_->transactions();
+    for (const RealEl3Tx& tx : txs) in_flight |= !tx.complete;
+    for (const RealEl3Tx& tx : txs)
+      for (int pass = 0; pass < 2 && tx.complete; ++pass)
+        for (const auto& [a, n] : tx.ranges)
+          for (uint32_t p = 0; p < n; ++p) visit(pass, a + uint64_t{p} * kFfaPage, false);
+  } else {
+    for (uint32_t t = 0; t < kMaxTransactions; ++t)
+      in_flight |= spmc_->slot(t).live && !spmc_->slot(t).complete;
+    for (uint32_t t = 0; t < kMaxTransactions; ++t) {
+      const Transaction& tx = spmc_->slot(t);
+      if (!tx.live || !tx.complete) continue;
+      for (int pass = 0; pass < 2; ++pass) {
+        uint32_t idx = 0;
+        for (uint32_t r = 0; r < tx.n_ranges; ++r)
+          for (uint32_t p = 0; p < tx.ranges[r].pages; ++p, ++idx)
+            visit(pass, tx.ranges[r].address + uint64_t{p} * kFfaPage, tx.page_reclaimed(idx));
+      }
     }
   }
   // Only a page shared at stage-2, held by EL3 or mismatched before can be
@@ -475,20 +561,30 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
     breaks_.push_back({kFfaProxyHostMemory, "hypervisor pages no longer the hypervisor's:" + hyp});
   }
   const uint64_t host_end = base + profile_.host_pages * ps;
+  auto outside = [&](uint64_t handle, uint64_t a, uint64_t pages) {
+    const uint64_t e = a + pages * kFfaPage;
+    if (a >= base && e <= host_end) return false;
+    foreign_handles_.push_back(handle);
+    breaks_.push_back({kFfaProxyHostMemory, "EL3 holds [" + hex(a) + ", " + hex(e) + ") outside host memory [" +
+                                                hex(base) + ", " + hex(host_end) + ") in handle " + hex(handle)});
+    return true;
+  };
+  auto reported = [&](uint64_t h) {
+    return std::find(foreign_handles_.begin(), foreign_handles_.end(), h) != foreign_handles_.end();
+  };
+  if (el3_) {
+    for (const RealEl3Tx& tx : el3_->transactions()) {
+      if (!tx.complete || reported(tx.handle)) continue;
+      for (const auto& [a, n] : tx.ranges)
+        if (outside(tx.handle, a, n)) break;
+    }
+    return;
+  }
   for (uint32_t t = 0; t < kMaxTransactions; ++t) {
     const Transaction& tx = spmc_->slot(t);
-    if (!tx.live || !tx.complete) continue;
-    if (std::find(foreign_handles_.begin(), foreign_handles_.end(), tx.handle) != foreign_handles_.end()) continue;
-    for (uint32_t r = 0; r < tx.n_ranges; ++r) {
-      const uint64_t a = tx.ranges[r].address, e = a + static_cast<uint64_t>(tx.ranges[r].pages) * kFfaPage;
-      if (a < base || e > host_end) {
-        foreign_handles_.push_back(tx.handle);
-        breaks_.push_back({kFfaProxyHostMemory, "EL3 holds [" + hex(a) + ", " + hex(e) + ") outside host memory [" +
-                                                    hex(base) + ", " + hex(host_end) + ") in handle " +
-                                                    hex(tx.handle)});
-        break;
-      }
-    }
+    if (!tx.live || !tx.complete || reported(tx.handle)) continue;
+    for (uint32_t r = 0; r < tx.n_ranges; ++r)
+      if (outside(tx.handle, tx.ranges[r].address, tx.ranges[r].pages)) break;
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "targets/invariants.h"
+#include "targets/real_el3.h"
 #include "models/ffa/proxy.h"
 #include "models/ffa/spmc.h"
 #include "targets/el2/el2_handler.h"
@@ -26,9 +27,10 @@ namespace kconform::el2 {
 
 class El2FfaTarget final : public Target, public InvariantSource {
  public:
-  // Initialises the handler (el2_init) with the SPMC model as EL3. On failure
-  // ok() is false and error() says why.
-  El2FfaTarget();
+  // Initialises the handler (el2_init) with the SPMC model as EL3, or with el3
+  // (a real SPMC, targets/real_el3.h: `--el3 tf-a`). On failure ok() is false
+  // and error() says why.
+  explicit El2FfaTarget(std::unique_ptr<RealEl3> el3 = nullptr);
   ~El2FfaTarget() override;
   El2FfaTarget(const El2FfaTarget&) = delete;
   El2FfaTarget& operator=(const El2FfaTarget&) = delete;
@@ -46,15 +48,20 @@ class El2FfaTarget final : public Target, public InvariantSource {
 
   std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
 
-  // For tests: the SPMC (EL3) and the digest of the current state.
+  // For tests: the SPMC model (EL3 unless a real one was given), the real
+  // EL3 (or nullptr) and the digest of the current state.
   const ::kconform::ffa::Spmc& spmc() const { return *spmc_; }
+  RealEl3* real_el3() const { return el3_.get(); }
   uint64_t state_digest() const;
-  // Every byte begin() restores: el2_state_bytes() and the SPMC's (Spmc::bytes).
+  // Every byte begin() restores: el2_state_bytes() and EL3's (Spmc::bytes,
+  // RealEl3::state_bytes).
   std::vector<uint8_t> state_bytes() const;
 
  private:
   struct Snapshot;
   void el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
+  void real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
+  uint64_t el3_digest() const;  // EL3's part of the state (I1)
   uint64_t handle(uint64_t slot) const;
   void host_regs(const Op& op, uint64_t in[kNumRegs]) const;
   uint64_t tx_op(const Scenario& s, const Op& op);
@@ -67,6 +74,8 @@ class El2FfaTarget final : public Target, public InvariantSource {
   TargetIdentity identity_;
   std::unique_ptr<::kconform::ffa::Spmc> spmc_;
   std::unique_ptr<::kconform::ffa::Spmc> spmc_snap_;
+  std::unique_ptr<RealEl3> el3_;  // a real EL3 instead of spmc_ (`--el3`)
+  bool el3_fatal_ = false;        // the real EL3 stopped during this op
   // Per scenario (HARNESS:SLOTS, HARNESS:TX).
   std::vector<uint64_t> handles_;
   uint64_t last_desc_len_ = 0;
@@ -88,6 +97,6 @@ class El2FfaTarget final : public Target, public InvariantSource {
 };
 
 // Opens the target: nullptr and *error when the handler cannot be initialised.
-std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error);
+std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error, std::unique_ptr<RealEl3> el3 = nullptr);
 
 }  // namespace kconform::el2
