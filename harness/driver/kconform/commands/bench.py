@@ -15,7 +15,8 @@ guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 
 Selectors (`--only a,b`): el2, spmc, gmem, linearize (the interleaving search that judges
 concurrent groups, harness/runner/linearize.h: interleavings explored per second), gen
-(the default set), mutant-ttf, fuzz-el2, fuzz-spmc and qemu.
+(the default set), el2-tfa (the EL2 differential with TF-A's EL3 SPMC behind ffa.c, in the
+default set), mutant-ttf, fuzz-el2, fuzz-el2-tfa, fuzz-spmc and qemu.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from kconform.selftest.write import REFERENCE as WRITE_PATCH
 from kconform.sources import debian_kernels, kernel_build
 from kconform.targets.qemu.guest import ensure_tools, run_guest
 
-SELECTORS = ("el2", "spmc", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "fuzz-spmc", "qemu")
-DEFAULT_SELECTORS = ("el2", "spmc", "gmem", "linearize", "gen")
+SELECTORS = ("el2", "el2-tfa", "spmc", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "fuzz-el2-tfa",
+             "fuzz-spmc", "qemu")
+DEFAULT_SELECTORS = ("el2", "el2-tfa", "spmc", "gmem", "linearize", "gen")
 
 
 def _gbench(binary: Path, reps: int, corpus: list[Path] | None = None, only: str | None = None) -> dict:
@@ -95,7 +97,7 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
             # of UBSan, some Z3 descriptor cases made stock ffa.c's misaligned reads end
             # the process: kernel code now gets the kernel's arm64 UBSan set, targets/el2/README.md).
             m = _gbench(build_dir(preset) / "harness" / "bench" / "kconform-bench-el2-4k", reps,
-                        [REPO / "corpora" / "ffa"])
+                        [REPO / "corpora" / "ffa"], only="BM_El2Differential$")
             rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
                              f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
                              f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
@@ -115,6 +117,19 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
                              f"each op, {reps} repetitions"))
         except ToolError as e:
             rows.append(_row(name, None, "scenario executions/s/core", "", f"spmc target unavailable: {str(e)[:200]}"))
+    if "el2-tfa" in sel:
+        # pKVM's ffa.c with TF-A's EL3 SPMC behind it (default build, run --target el2 --el3 tf-a).
+        name = "EL2 differential with TF-A's EL3 SPMC (--el3 tf-a), 4K, plain"
+        try:
+            build_preset("default", targets=["kconform-bench-el2-4k"], log=log)
+            m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench-el2-4k", reps,
+                        [REPO / "corpora" / "ffa"], only="BM_El2TfaDifferential")
+            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
+                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
+                             f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
+                             f"crash), model+ffa.c+TF-A+judge incl. TF-A's table read each op, {reps} repetitions"))
+        except ToolError as e:
+            rows.append(_row(name, None, "scenario executions/s/core", "", f"el2 --el3 tf-a unavailable: {str(e)[:200]}"))
     if "gmem" in sel:
         rows.append(_gmem_row(reps, log))
     if "linearize" in sel:
@@ -125,6 +140,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         rows += _mutant_ttf_rows(log, **(mutant_opts or {}))
     if "fuzz-el2" in sel:
         rows += _fuzz_el2_rows(log, **(fuzz_opts or {}))
+    if "fuzz-el2-tfa" in sel:
+        rows += _fuzz_el2_rows(log, **(fuzz_opts or {}), el3="tf-a")
     if "fuzz-spmc" in sel:
         rows += _fuzz_el2_rows(log, **(fuzz_opts or {}), target="spmc")
     if "qemu" in sel:
@@ -251,7 +268,7 @@ def _mutant_ttf_rows(log, **opts) -> list[dict]:
 
 
 def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "none",
-                   target: str = "el2") -> list[dict]:
+                   target: str = "el2", el3: str = "model") -> list[dict]:
     """`kconform fuzz --engine libfuzzer --target el2` on stock 7.3 (or `--target spmc`,
     TF-A's EL3 SPMC) for seconds, from its seeds in a scratch folder (not reports/fuzz):
     executions per second per job (every execution over the whole run, start-up and the
@@ -260,23 +277,27 @@ def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "non
     with tempfile.TemporaryDirectory(prefix="kconform-bench-fuzz-") as d:
         cmd = [kconform_command(), "fuzz", "--engine", "libfuzzer", "--target", target, "--time", f"{seconds}s",
                "--jobs", str(jobs), "--sanitizers", sanitizers, "--out", d, "--no-merge", "--quiet"]
-        log(f"kconform bench: fuzz-{target}: {' '.join(cmd)}")
+        cmd += ["--el3", el3] if el3 != "model" else []
+        label = f"{target}{'-tfa' if el3 == 'tf-a' else ''}-4k"
+        log(f"kconform bench: fuzz-{label}: {' '.join(cmd)}")
         r = procs.run(cmd, capture_output=True, text=True, timeout=seconds + 1800)
-        doc_path = Path(d) / f"{target}-4k" / "last-run.json"
+        doc_path = Path(d) / label / "last-run.json"
         if not doc_path.exists():
             raise ToolError(f"bench fuzz-{target}: kconform fuzz wrote no last-run.json (exit {r.returncode}): "
                             f"{(r.stderr or r.stdout).strip()[-1000:]}")
         doc = json.loads(doc_path.read_text())
     per_job = doc["execs"] / doc["seconds"] / jobs if doc["seconds"] else 0.0
     rule_findings = [f for f in doc["findings"] if f["signature"].split()[0].startswith(("FFA", "GMEM"))]
-    what = "stock" if target == "el2" else "TF-A's EL3 SPMC,"
-    how = (f"`kconform fuzz --engine libfuzzer --target {target} --time {seconds}s --jobs {jobs} --sanitizers "
+    what = ("stock" if el3 == "model" else "stock ffa.c + TF-A's EL3 SPMC,") if target == "el2" else "TF-A's EL3 SPMC,"
+    el3_flag = f" --el3 {el3}" if el3 != "model" else ""
+    how = (f"`kconform fuzz --engine libfuzzer --target {target}{el3_flag} --time {seconds}s --jobs {jobs} --sanitizers "
            f"{sanitizers}` on {what} "
            f"{doc['release']} from its seeds: {doc['execs']} executions in {doc['seconds']} s, "
            f"{doc['restarts']} restart(s) after a crash of the process, {len(doc['findings'])} signature(s) "
            f"({len(rule_findings)} rule findings, recorded without a restart), coverage {doc['coverage']}")
     build = "no sanitizers" if sanitizers == "none" else "ASan+UBSan"
-    subject = "el2 (libFuzzer, stock 7.3" if target == "el2" else f"spmc (libFuzzer, {doc['release']}"
+    subject = (("el2 (libFuzzer, stock 7.3" if el3 == "model" else f"el2 --el3 {el3} (libFuzzer, {doc['release']}")
+               if target == "el2" else f"spmc (libFuzzer, {doc['release']}")
     row = _row(f"fuzz {subject}, {build}) executions per job", round(per_job, 1), "executions/s/job", how)
     row.update({"execs": doc["execs"], "seconds": doc["seconds"], "restarts": doc["restarts"], "jobs": jobs,
                 "sanitizers": sanitizers, "exit": r.returncode})

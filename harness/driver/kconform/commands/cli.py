@@ -83,6 +83,10 @@ def _add_run(sub) -> None:
     p.add_argument("--spmc", choices=("tf-a",), default="tf-a",
                    help="spmc: which SPMC implementation (tf-a: TF-A's EL3 SPMC from the TF-A tree "
                         "./kconform build fetched, debian-src:arm-trusted-firmware, or its --spmc-tree)")
+    p.add_argument("--el3", choices=("model", "tf-a"), default="model",
+                   help="el2: what answers ffa.c's SMCs (model: the FF-A model's SPMC, the default; "
+                        "tf-a: TF-A's EL3 SPMC from debian-src:arm-trusted-firmware, built into the "
+                        "el2 runner; the model then judges the whole path with a real EL3)")
     p.add_argument("--kernel", metavar="PATH",
                    help="qemu: boot this bzImage (KVM built in) instead of Debian's 7.3 kernel "
                         "(target qemu runs the gmem suite inside a kernel booted in QEMU; "
@@ -326,7 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=("libfuzzer", "afl"), default="libfuzzer")
     p.add_argument("--target", choices=("host", "el2", "spmc"), default="host",
-                   help="host = the running kernel's guest_memfd; el2 = pKVM's ffa.c in process (debian:7.3)")
+                   help="host = the running kernel's guest_memfd; el2 = pKVM's ffa.c in process (debian:7.3); "
+                        "spmc = TF-A's EL3 SPMC straight from the Normal world")
+    p.add_argument("--el3", choices=("model", "tf-a"), default="model",
+                   help="el2: what answers ffa.c's SMCs (model, the default, or tf-a: TF-A's EL3 SPMC; "
+                        "the campaign is reports/fuzz/el2-tfa-<size>)")
     p.add_argument("--page-size", default="4K", metavar="SIZE",
                    help="el2: host PAGE_SIZE of the build (4K, 16K); spmc: of the scenarios")
     p.add_argument("--time", default="10m", metavar="DURATION", help="how long to fuzz: 30s, 10m, 8h (default 10m)")

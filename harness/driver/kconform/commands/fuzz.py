@@ -86,6 +86,7 @@ from kconform.engine.fuzz_findings import (RunReplay, abi_rules, collect, read_c
 from kconform.engine.fuzzers import RUNNERS, build_harness, merge_corpus, recover_corpus
 from kconform.engine.runner import Engine
 from kconform.sources.trees import DEFAULT_TREE
+from kconform.sources import source_trees
 from kconform.targets import el2
 
 TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa"}
@@ -98,8 +99,10 @@ def parse_duration(text: str) -> int:
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def target_label(target: str, page_size: int) -> str:
-    return "host" if target == "host" else f"{target}-{page_size // 1024}k"
+def target_label(target: str, page_size: int, el3: str = "model") -> str:
+    if target == "host":
+        return "host"
+    return f"{target}{'-tfa' if el3 == 'tf-a' else ''}-{page_size // 1024}k"
 
 
 def known_entries(path: Path, rules: set[str], target: str, release: str, extra: list[str]) -> list[dict]:
@@ -114,8 +117,9 @@ def known_entries(path: Path, rules: set[str], target: str, release: str, extra:
     return entries
 
 
-def run_replay(target: str, page_size: int, entries: list[dict], log) -> RunReplay:
-    """`run`'s view of the fuzz target's build: its engine, release name and command line."""
+def run_replay(target: str, page_size: int, entries: list[dict], log, el3: str = "model") -> RunReplay:
+    """`run`'s view of the fuzz target's build: its engine, release name and command line
+    (el3: el2's --el3)."""
     kc = kconform_command()
     if target == "host":
         engine = Engine(runner_binary("default"))
@@ -138,15 +142,24 @@ def run_replay(target: str, page_size: int, entries: list[dict], log) -> RunRepl
     # The fuzz presets build against the default tree, as `run --target el2` does.
     tree, tree_id = el2.resolve_tree(DEFAULT_TREE, None, log)
     engines: dict = {}
+    spmc_tree = source_trees.DEFAULT_SPMC_TREE if el3 == "tf-a" else None
 
     def engine(sanitized: bool) -> Engine:
         if sanitized not in engines:
             engines[sanitized] = Engine(el2.build(tree, tree_id, [page_size], sanitize=sanitized,
-                                                  log=log)[page_size])
+                                                  log=log, spmc_tree=spmc_tree)[page_size])
         return engines[sanitized]
-    return RunReplay("el2", engine, el2_release(tree_id, page_size), entries,
-                     lambda sanitized: [kc, "run", *el2_flags(DEFAULT_TREE, None, page_size, sanitized)],
-                     sanitizable=True)
+    release = el2_release(tree_id, page_size)
+    runner_target = None
+    if el3 == "tf-a":  # as run names it: debian-7.3.4-4k+tf-a-2.12.1
+        runner_target = "el2-tfa"
+        ident, why = engine(False).probe(runner_target)
+        if not ident:
+            raise ToolError(f"target el2 --el3 tf-a cannot run: {why}")
+        release += "+" + ident["release"].split("+", 1)[-1]
+    return RunReplay("el2", engine, release, entries,
+                     lambda sanitized: [kc, "run", *el2_flags(DEFAULT_TREE, None, page_size, sanitized, el3)],
+                     sanitizable=True, runner_target=runner_target)
 
 
 def make_seeds(abi: str, seeds: Path, page_size: int, build_targets: list[str] | None = None) -> int:
@@ -316,7 +329,10 @@ def cmd_fuzz(args, console: Console) -> int:
     if not page_size:
         raise ToolError(f"flag --page-size: '{args.page_size}' is not 4K, 16K or 64K")
     abi = TARGETS[args.target]
-    label = target_label(args.target, page_size)
+    el3 = getattr(args, "el3", None) or "model"
+    if el3 != "model" and args.target != "el2":
+        raise ToolError(f"flag --el3: says what answers the el2 target's SMCs; not with --target {args.target}")
+    label = target_label(args.target, page_size, el3)
     # Absolute: the fuzzers run in root (a relative --out would name a folder inside it).
     root = Path(args.out).resolve() / label if args.out else REPO / "reports" / "fuzz" / label
     if args.rss_limit < 64:
@@ -333,7 +349,7 @@ def cmd_fuzz(args, console: Console) -> int:
     binary = build_harness(args.engine, label, log, plain=getattr(args, "sanitizers", "asan") == "none")
     n_seeds = make_seeds(abi, root / "seeds", page_size)
     rule_ids = {r["id"] for r in Engine(runner_binary()).rules()}
-    replay = run_replay(args.target, page_size, [], log)
+    replay = run_replay(args.target, page_size, [], log, el3)
     replay.entries = known_entries(Path(args.baseline or DEFAULT_BASELINE), rule_ids, replay.target,
                                    replay.release, args.known or [])
     known = baseline.fuzz_entries(replay.entries, replay.target, replay.release)

@@ -29,7 +29,7 @@ from kconform.engine.build import build_preset
 from kconform.engine.runner import Engine
 from kconform.engine.scenarios import expand, scenario_abi, scenario_files
 from kconform.selftest import faults
-from kconform.sources import kernel_build
+from kconform.sources import kernel_build, source_trees
 from kconform.sources.trees import DEFAULT_TREE
 from kconform.targets import el2
 from kconform.targets.qemu.replay import run_target as run_qemu
@@ -67,13 +67,22 @@ def el2_release(tree_id: str, page_size: int) -> str:
     return f"{tree_id}-{page_size // 1024}k"
 
 
-def el2_flags(tree: str, patch: str | None, page_size: int, asan: bool) -> list[str]:
+def el2_flags(tree: str, patch: str | None, page_size: int, asan: bool, el3: str = "model") -> list[str]:
     """The `run` flags that select one EL2 build."""
     flags = ["--target", "el2", "--tree", tree if tree.startswith("debian:") else shown_path(tree)]
     if patch:
         flags += ["--apply", shown_path(patch)]
     flags += ["--page-size", f"{page_size // 1024}K"]
+    flags += ["--el3", el3] if el3 != "model" else []
     return flags + (["--asan"] if asan else [])
+
+
+def el2_el3(args) -> tuple[str, str | None]:
+    """--el3 of an el2 run: the runner's target family and the TF-A tree to build in."""
+    el3 = getattr(args, "el3", None) or "model"
+    if el3 == "model":
+        return "el2", None
+    return "el2-tfa", getattr(args, "spmc_tree", None) or source_trees.DEFAULT_SPMC_TREE
 
 
 def finding_groups(run) -> dict:
@@ -158,17 +167,26 @@ def _plan_el2(args, log) -> list[Plan]:
         faults.require(args.fault, "ffa", "el2")
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
     tree, tree_id = el2.resolve_tree(args.tree or DEFAULT_TREE, args.apply, log)
-    binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log)
+    family, spmc_tree = el2_el3(args)
+    binaries = el2.build(tree, tree_id, sizes, sanitize=args.asan, log=log, spmc_tree=spmc_tree)
     fault = ["--fault", args.fault] if args.fault else []
     watchdog = getattr(args, "watchdog", None)
     if watchdog is not None and not watchdog >= 0:
         raise ToolError(f"flag --watchdog: {watchdog} is not a non-negative number of seconds")
     fault += ["--watchdog", f"{watchdog:g}"] if watchdog is not None else []
-    return [Plan(f"el2-{tree_id}-{p // 1024}k", Engine(binaries[p]), "el2", files,
-                 release=el2_release(tree_id, p),
-                 rerun=el2_flags(args.tree or DEFAULT_TREE, args.apply, p, args.asan) + fault,
-                 watchdog=watchdog)
-            for p in sizes]
+    plans = []
+    for p in sizes:
+        release = el2_release(tree_id, p)
+        if family != "el2":  # a real EL3: its release too (the runner's identity: 7.3.4-4k+tf-a-2.12.1)
+            ident, why = Engine(binaries[p]).probe(family)
+            if not ident:
+                raise ToolError(f"target el2 --el3 {args.el3}: {why}")
+            release += "+" + ident["release"].split("+", 1)[-1]
+        plans.append(Plan(f"el2-{release}", Engine(binaries[p]), family, files, release=release,
+                          rerun=el2_flags(args.tree or DEFAULT_TREE, args.apply, p, args.asan,
+                                          getattr(args, "el3", None) or "model") + fault,
+                          watchdog=watchdog))
+    return plans
 
 
 def _plan_qemu(args, log) -> list[Plan]:
@@ -244,6 +262,9 @@ def cmd_run(args, console: Console) -> int:
     if args.page_size:
         for p in args.page_size:
             el2.parse_page_size(p)
+    if getattr(args, "el3", "model") != "model" and "el2" not in wanted:
+        raise ToolError(f"flag --el3: says what answers the el2 target's SMCs; not with --target "
+                        f"{', '.join(wanted)} (add --target el2)")
     build_preset("default", log=log)
     main_engine = Engine(runner_binary("default"))
     rules = main_engine.rules()

@@ -78,8 +78,13 @@ COVERAGE_FLAGS = "-fprofile-instr-generate -fcoverage-mapping"
 
 
 def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = False,
-          jobs: int | None = None, log=print, coverage: bool = False) -> dict[int, Path]:
+          jobs: int | None = None, log=print, coverage: bool = False,
+          spmc_tree: str | os.PathLike | None = None) -> dict[int, Path]:
     """Configures and builds the el2 runners of a tree; returns page size -> binary.
+
+    spmc_tree (a debian-src: spec or a TF-A checkout): also build TF-A's EL3 SPMC into
+    the runners, as target family "el2-tfa" (`run --target el2 --el3 tf-a`); the build
+    folder keeps it for later builds.
 
     The build folder is locked from the configure to the copy-out: each runner is copied
     to runners/<content hash>/ in the build folder, so a run keeps the binary built from
@@ -100,6 +105,7 @@ def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = Fals
                             "KCONFORM_PAGE_SIZE": sizes, "KCONFORM_EL2_REQUIRED": "ON",
                             "KCONFORM_TESTS": "OFF"},
                         targets=[runner_name(p) for p in page_sizes], tree=tree, tree_required=True,
+                        spmc_tree=spmc_tree, spmc_tree_required=spmc_tree is not None,
                         jobs=jobs, what=f"the EL2 handler of {tree}",
                         build_hint=" (a tree kconform cannot build names the symbol)", log=log)
             if tree_content(tree) == content:
