@@ -281,6 +281,28 @@ void El2FfaTarget::real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRe
   if (F::is_error(out)) el3_failed_ = true;
 }
 
+// FFA.SPMC.HANDLE with a real EL3 (SPEC.md SPMC:HANDLE-SPEC; the model takes
+// the handle the SPMC chose, so the target checks what the specification
+// asks of it): the handle the host got for a new transaction has bit 63
+// clear (allocated by the SPMC, not a hypervisor) and names exactly one
+// transaction of EL3's table.
+void El2FfaTarget::check_real_handle(uint64_t fid, const uint64_t out[kNumRegs]) {
+  const uint32_t f = static_cast<uint32_t>(fid) & ~F::kSmc64Bit;
+  if (f != F::kFnMemShare32 && f != F::kFnMemLend32 && f != F::kFnMemDonate32) return;
+  const uint64_t h = F::produced_handle(out);
+  if (h == F::kInvalidHandle) {
+    if (F::fid_of(out) == F::kFnMemFragRx || F::is_success(out))
+      breaks_.push_back({kFfaSpmcHandle, "the host got FFA_MEMORY_HANDLE_INVALID for a new transaction"});
+    return;
+  }
+  size_t named = 0;
+  for (const RealEl3Tx& t : el3_->transactions()) named += t.handle == h;
+  std::string bad;
+  if (h >> 63) bad = "bit 63 set (allocated by a hypervisor)";
+  if (named > 1) bad = "it names " + std::to_string(named) + " transactions of EL3's table";
+  if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "the host got handle " + hex(h) + ": " + bad});
+}
+
 uint64_t El2FfaTarget::el3_digest() const { return el3_ ? el3_->table_digest() : spmc_digest(*spmc_); }
 
 uint64_t El2FfaTarget::state_digest() const {
@@ -436,6 +458,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
           tx_window_ = op.args[0];
           tx_known_ = true;
         }
+        if (el3_ && is_producer(op.code)) check_real_handle(fid, out);
         if (is_producer(op.code)) handles_.push_back(produced_handle(out));  // HARNESS:SLOTS
       }
     }

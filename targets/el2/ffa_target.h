@@ -62,6 +62,7 @@ class El2FfaTarget final : public Target, public InvariantSource {
   void el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
   void real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
   uint64_t el3_digest() const;  // EL3's part of the state (I1)
+  void check_real_handle(uint64_t fid, const uint64_t out[kNumRegs]);
   uint64_t handle(uint64_t slot) const;
   void host_regs(const Op& op, uint64_t in[kNumRegs]) const;
   uint64_t tx_op(const Scenario& s, const Op& op);

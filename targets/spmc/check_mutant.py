@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""check_mutant.py STOCK_RUNNER MUTANT_RUNNER PATCH CORPUS_DIR
+"""check_mutant.py [--target el2-tfa] STOCK_RUNNER MUTANT_RUNNER PATCH CORPUS_DIR
 
 A TF-A mutant (targets/spmc/mutants/*.patch) must be reported: run every FF-A
 scenario of CORPUS_DIR on the spmc target (4K) of the stock build and of the
 mutant's, and pass only if some op the stock SPMC passes is a violation of the
 rule the patch names ("# Caught as: RULE") on the mutant. Prints those ops.
+With --target el2-tfa the runners are el2 runners with TF-A behind pKVM's
+ffa.c, and the rule is the patch's "# Through pKVM: caught as RULE" line.
 Exit 0 caught, 1 not caught, 2 could not run."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def crash_marker(stderr: str) -> dict | None:
     return None
 
 
-def verdicts(runner: str, files: list[str], out: Path) -> dict:
+def verdicts(runner: str, files: list[str], out: Path, target: str = "spmc-4k") -> dict:
     """Every op's verdict record by (scenario, op). A crash of the code under test
     (the stock SPMC crashes on corpora/ffa/tfa.kcs) is that op's verdict "crash";
     the runner resumes after its scenario, as `kconform run` does."""
@@ -33,7 +35,7 @@ def verdicts(runner: str, files: list[str], out: Path) -> dict:
     start = 0
     while True:
         part = out.with_name(f"{out.stem}.{start}{out.suffix}")
-        r = subprocess.run([runner, "run", "--target", "spmc-4k", "--out", str(part),
+        r = subprocess.run([runner, "run", "--target", target, "--out", str(part),
                             *(["--from", str(start)] if start else []), *files],
                            capture_output=True, text=True)
         if part.exists():
@@ -52,13 +54,18 @@ def verdicts(runner: str, files: list[str], out: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 5:
+    target = "spmc-4k"
+    if len(argv) > 2 and argv[1] == "--target":
+        target = argv[2]
+        argv = argv[:1] + argv[3:]
+    if len(argv) != 5 or target not in ("spmc-4k", "el2-tfa"):
         print(__doc__, file=sys.stderr)
         return 2
     stock, mutant, patch, corpus = argv[1:]
-    m = re.search(r"^# Caught as: ([A-Z0-9_.]+)", Path(patch).read_text(), re.M)
+    line = "# Caught as: " if target == "spmc-4k" else "# Through pKVM: caught as "
+    m = re.search("^" + re.escape(line) + r"([A-Z0-9_.]+)", Path(patch).read_text(), re.M)
     if not m:
-        print(f"check_mutant: {patch}: no '# Caught as: RULE' line", file=sys.stderr)
+        print(f"check_mutant: {patch}: no '{line}RULE' line", file=sys.stderr)
         return 2
     rule = m.group(1)
     files = sorted(str(p) for p in Path(corpus).glob("*.kcs"))
@@ -66,8 +73,8 @@ def main(argv: list[str]) -> int:
         print(f"check_mutant: {corpus}: no .kcs files", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as d:
-        base = verdicts(stock, files, Path(d) / "stock.jsonl")
-        mut = verdicts(mutant, files, Path(d) / "mutant.jsonl")
+        base = verdicts(stock, files, Path(d) / "stock.jsonl", target)
+        mut = verdicts(mutant, files, Path(d) / "mutant.jsonl", target)
     caught = [rec for key, rec in mut.items()
               if rec.get("verdict") == "violation" and rule in rec.get("violated", [])
               and base.get(key, {}).get("verdict") == "pass"]
