@@ -270,7 +270,8 @@ void set_model_restore_skip_spmc(Model& model, bool skip) { static_cast<FfaModel
 void set_model_restore_skip_ram(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_ram_restore_ = skip; }
 
 std::string profile_name(const ProxyProfile& p) {
-  return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "");
+  return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "") +
+         (p.real_el3 ? "-real-el3" : "");
 }
 
 }  // namespace kconform::ffa

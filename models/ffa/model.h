@@ -18,7 +18,7 @@
 namespace kconform::ffa {
 
 std::unique_ptr<Model> make_model(const ProxyProfile& profile);
-std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim2"
+std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim2", "ffa-4k-real-el3"
 
 // For the restore tests (model is make_model's): every byte of the model's
 // state (its RAM, the proxy's state, its SPMC's bytes, the per-scenario

@@ -1131,6 +1131,14 @@ TEST(FfaModel, ATxWriteAtAHugeOffsetWritesNothing) {
 // Fnv1a::bytes (the digest's host page views, hashed a zero run at a time) is
 // byte for byte the FNV-1a of u8() over each byte: sparse and dense views, runs
 // that end mid-word and mid-block, every length up to 300.
+// ProxyProfile::real_el3: the profile's name says EL3 is an implementation under test.
+TEST(FfaModel, ProfileNameSaysRealEl3) {
+  ProxyProfile p = profile(16384, true);
+  EXPECT_EQ(profile_name(p), "ffa-16k-reclaim2");
+  p.real_el3 = true;
+  EXPECT_EQ(profile_name(p), "ffa-16k-reclaim2-real-el3");
+}
+
 TEST(Fnv1a, BytesIsU8OverEachByte) {
   std::vector<uint8_t> v(300);
   for (int pattern = 0; pattern < 5; ++pattern) {

@@ -34,6 +34,10 @@ struct ProxyProfile {
   // hypervisor pages besides its two mailboxes; the EL2 target reports it).
   uint64_t desc_buf_bytes = 2 * 4096;
   SpmcConfig spmc;                 // ns_base/ns_size are set by World::reset
+  // EL3 is an implementation under test, not the model: the state digest
+  // holds its table in the SPMC:TABLE view (SPEC.md DIGEST:TABLE-VIEW) and
+  // the handles it allocates are its choice (SPMC:HANDLE-SPEC).
+  bool real_el3 = false;
 
   uint64_t mbox_bytes() const { return mbox_pages * page_size; }
   uint64_t ram_bytes() const { return (host_pages + hyp_pages) * page_size; }
