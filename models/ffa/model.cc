@@ -118,8 +118,7 @@ class FfaModel final : public Model {
         a.regs[0] = ans.out[0];
         a.regs[2] = ans.out[2];
         a.check_state = true;
-        a.state = state_digest(std::span<const uint8_t>(world_->proxy.view, profile_.host_pages), world_->spmc,
-                               {ans.slot, &ans.tx});
+        a.state = world_->digest({ans.slot, &ans.tx});
         push(out, a, 0);
         out.hits.push_back({kFfaHarnessSpOp, false});
         slot_hit(h_, op, out);

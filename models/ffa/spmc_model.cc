@@ -132,7 +132,7 @@ class SpmcModel final : public Model {
     // SPMC:TABLE: each allowed outcome leaves the table it says (the model's
     // with the answer's one transaction changed; a refusal or a harness op:
     // the table as it is).
-    const uint64_t pre = spmc_view_digest(spmc_view_of(*spmc_));
+    const uint64_t pre = spmc_view_digest(*spmc_);
     const Op& op = s.ops[i];
     const bool call = op.code < kOpCount && op.code != kOpTxWrite && op.code != kOpTxMemDesc &&
                       op.code != kOpTxConstituents && op.code != kOpEl3Misbehave && op.code != kOpEl3Profile &&
@@ -144,7 +144,7 @@ class SpmcModel final : public Model {
       // An allowed refusal where the model's answer succeeds: the table as it is.
       if (a.regs[0] == kFnError && !is_error(ans_->out)) continue;
       const SpmcAnswer& from = (trusting_ && a.rule == kFfaSpmcNsTrust) ? *trust_ans_ : *ans_;
-      a.state = spmc_view_digest(spmc_view_of(*spmc_, {from.slot, &from.tx}));
+      a.state = spmc_view_digest(*spmc_, {from.slot, &from.tx});
     }
     // SPMC:FRAG: a refused fragment may end the send (the model's choice) or
     // leave it as it was for the sender to go on or reclaim (TF-A's).
