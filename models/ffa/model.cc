@@ -140,12 +140,16 @@ class FfaModel final : public Model {
     // HARNESS:EL3: the call consumed the armed fault (or is judged by the
     // rule that exists for EL3's faults): robustness, not conformance.
     out.robustness = armed != Fault::kNone && plan.el3_armed() != armed;
+    for (uint32_t r = 0; r < kCallRegs; ++r) in_[r] = in[r];
     uint64_t post[kMaxVariants] = {};
     for (uint32_t v = 0; v < plan.n_effects(); ++v) post[v] = digest_after(*world_, plan, v);
     for (uint32_t k = 0; k < plan.n_alts(); ++k) {
       const Alt& alt = plan.alt(k);
       Allowed a = Allowed::ok(alt.rule, 0);
       a.regs_mask = alt.mask;
+      // SPMC:HANDLE-SPEC: a real EL3 picks a new transaction's handle; the
+      // model's stays in regs (commit renames it to the target's).
+      if (profile_.real_el3) a.regs_mask &= static_cast<uint8_t>(~new_handle_regs(in, alt.regs));
       for (uint32_t r = 0; r < kCallRegs; ++r) a.regs[r] = alt.regs[r];
       a.check_state = true;
       a.state = alt.effect == kUnchanged ? pre : post[alt.effect];
@@ -198,18 +202,51 @@ class FfaModel final : public Model {
       Expectation e;
       expect(s, i, e);
     }
+    int8_t effect = kUnchanged;
     for (size_t k = 0; k < allowed_.size(); ++k)
       if (allowed_[k].admits(observed)) {
-        if (effects_[k] != kUnchanged) apply_effect(*world_, *plan_, static_cast<uint32_t>(effects_[k]));
-        // apply_effect writes frag_ranges below frag.n only.
-        if (world_->proxy.frag.n > frag_high_) frag_high_ = world_->proxy.frag.n;
+        effect = effects_[k];
         break;
       }
-    planned_ = {};
-    if (is_producer(op.code)) h_.handles.push_back(produced_handle(observed.regs.data()));
+    take(op, observed, effect);
   }
 
  private:
+  // Makes effect (kUnchanged: none) of the planned host call op so, for the
+  // outcome the target produced, then fills a producer's slot with the
+  // handle the target returned (HARNESS:SLOTS). Returns the handle the new
+  // transaction took from the target (kInvalidHandle: none).
+  uint64_t take(const Op& op, const Outcome& observed, int8_t effect) {
+    uint64_t renamed = kInvalidHandle;
+    if (effect != kUnchanged) {
+      apply_effect(*world_, *plan_, static_cast<uint32_t>(effect));
+      // apply_effect writes frag_ranges below frag.n only.
+      if (world_->proxy.frag.n > frag_high_) frag_high_ = world_->proxy.frag.n;
+      if (profile_.real_el3) renamed = take_handle(effect, observed);
+    }
+    planned_ = {};
+    if (is_producer(op.code)) h_.handles.push_back(produced_handle(observed.regs.data()));
+    return renamed;
+  }
+
+  // SPMC:HANDLE-SPEC with a real EL3: the transaction effect made carries
+  // the model's handle; when the target's reply gave it another, the model
+  // takes that one (at EL3 and as the proxy's send in flight). Returns it,
+  // or kInvalidHandle if nothing was renamed.
+  uint64_t take_handle(int8_t effect, const Outcome& observed) {
+    const uint64_t* reply = observed.regs.data();
+    if (!new_handle_regs(in_, reply)) return kInvalidHandle;
+    uint64_t mine = kInvalidHandle;
+    for (size_t k = 0; k < allowed_.size() && mine == kInvalidHandle; ++k)
+      if (effects_[k] == effect && new_handle_regs(in_, allowed_[k].regs.data()))
+        mine = produced_handle(allowed_[k].regs.data());
+    const uint64_t theirs = produced_handle(reply);
+    if (mine == kInvalidHandle || theirs == kInvalidHandle || mine == theirs) return kInvalidHandle;
+    if (!world_->spmc.rename_handle(mine, theirs)) return kInvalidHandle;
+    if (world_->proxy.frag.handle == mine) world_->proxy.frag.handle = theirs;
+    return theirs;
+  }
+
   // Lists a, unless an equal outcome is listed already; effect: which of the
   // plan's effects taking it applies.
   void push(Expectation& out, const Allowed& a, int8_t effect) {
@@ -233,6 +270,8 @@ class FfaModel final : public Model {
   std::unique_ptr<SpmcAnswer> sp_answer_;
   std::unique_ptr<World> world_snap_;  // the world right after the first reset()
   uint32_t frag_high_ = 0;             // proxy.frag.n's highest since the last begin()
+  // Of the host call expect() last planned: its registers.
+  uint64_t in_[kCallRegs] = {};
 
  public:
   bool skip_spmc_restore_ = false;  // tests only
