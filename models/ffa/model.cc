@@ -1,10 +1,12 @@
 // The FF-A model: turns scenario ops into host calls or scenario actions,
 // asks the proxy model once per call for every allowed outcome (a Plan, on the
 // const world), and on commit applies the effect of the outcome the target
-// produced (SPEC.md HARNESS:*).
+// produced (SPEC.md HARNESS:*); after a violation adopt() applies the effect
+// whose state the target reached, if any.
 #include "models/ffa/model.h"
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -64,6 +66,8 @@ class FfaModel final : public Model {
     planned_ = {&s, i};
     const Op& op = s.ops[i];
     const uint64_t pre = world_->digest();
+    pre_ = pre;
+    n_post_ = 0;
     switch (op.code) {
       case kOpTxWrite:
       case kOpTxMemDesc:
@@ -141,8 +145,8 @@ class FfaModel final : public Model {
     // rule that exists for EL3's faults): robustness, not conformance.
     out.robustness = armed != Fault::kNone && plan.el3_armed() != armed;
     for (uint32_t r = 0; r < kCallRegs; ++r) in_[r] = in[r];
-    uint64_t post[kMaxVariants] = {};
-    for (uint32_t v = 0; v < plan.n_effects(); ++v) post[v] = digest_after(*world_, plan, v);
+    n_post_ = plan.n_effects();
+    for (uint32_t v = 0; v < n_post_; ++v) post_[v] = digest_after(*world_, plan, v);
     for (uint32_t k = 0; k < plan.n_alts(); ++k) {
       const Alt& alt = plan.alt(k);
       Allowed a = Allowed::ok(alt.rule, 0);
@@ -152,7 +156,7 @@ class FfaModel final : public Model {
       if (profile_.real_el3) a.regs_mask &= static_cast<uint8_t>(~new_handle_regs(in, alt.regs));
       for (uint32_t r = 0; r < kCallRegs; ++r) a.regs[r] = alt.regs[r];
       a.check_state = true;
-      a.state = alt.effect == kUnchanged ? pre : post[alt.effect];
+      a.state = alt.effect == kUnchanged ? pre : post_[alt.effect];
       push(out, a, alt.effect);
     }
     merge_hits(plan.hits, out);
@@ -211,7 +215,98 @@ class FfaModel final : public Model {
     take(op, observed, effect);
   }
 
+  // After a violation (models/model.h): the model goes on from the target's
+  // state when it is one the model can reach from here. A host call: the
+  // state before the call (a refusal that changed nothing) or the one an
+  // effect of its plan leaves; that effect is taken as commit() takes it
+  // (HARNESS:TX, HARNESS:SLOTS, the SPMC's handle with a real EL3). A harness
+  // op: the state the model expects (a borrower's op also: the state before,
+  // it refused). Otherwise the model has lost track of the target.
+  bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) override {
+    const Op& op = s.ops[i];
+    if (op.code >= kOpCount) {
+      *note = "unknown ffa op code " + std::to_string(op.code);
+      return false;
+    }
+    if (planned_.s != &s || planned_.i != i) {
+      Expectation e;
+      expect(s, i, e);
+    }
+    if (observed.kind != Outcome::Kind::kOk) {
+      planned_ = {};
+      *note = "the op returned no result (" + to_string(observed) + "): the model cannot say what it changed";
+      return false;
+    }
+    if (is_harness_op(op.code)) {
+      for (const Allowed& a : allowed_)
+        if (a.state == observed.state) {
+          commit(s, i, observed);
+          *note = "the target's state is the one the model expects: the harness op's effect";
+          return true;
+        }
+      if ((op.code == kOpSpRetrieve || op.code == kOpSpRelinquish) && observed.state == pre_) {
+        planned_ = {};
+        *note = "the borrower's op changed nothing: the model keeps its state";
+        return true;
+      }
+      planned_ = {};
+      *note = "the target's state matches none of the model's outcomes";
+      return false;
+    }
+    if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
+      h_.mapped(op);
+    }
+    // The candidates in a fixed order: a refusal first as the state before
+    // the call (FF-A: a failed call has no effect), anything else first as
+    // the plan's effects in order.
+    const bool refused = fid_of(observed.regs.data()) == kFnError;
+    int8_t order[kMaxVariants + 1];
+    uint32_t n = 0;
+    if (refused) order[n++] = kUnchanged;
+    for (uint32_t v = 0; v < n_post_; ++v) order[n++] = static_cast<int8_t>(v);
+    if (!refused) order[n++] = kUnchanged;
+    for (uint32_t k = 0; k < n; ++k) {
+      const int8_t effect = order[k];
+      if ((effect == kUnchanged ? pre_ : post_[effect]) != observed.state) continue;
+      const uint64_t renamed = take(op, observed, effect);
+      if (effect == kUnchanged) {
+        *note = "the target's state is the one before the call: the model keeps its state";
+      } else {
+        *note = "the target's state is the one the model's effect " + std::to_string(effect) +
+                " leaves: the model takes that effect";
+        if (renamed != kInvalidHandle) *note += " (with the SPMC's handle " + hex(renamed) + ")";
+      }
+      return true;
+    }
+    planned_ = {};
+    *note = "the target's state matches none of the model's outcomes";
+    return false;
+  }
+
  private:
+  static bool is_harness_op(uint8_t code) {
+    switch (code) {
+      case kOpTxWrite:
+      case kOpTxMemDesc:
+      case kOpTxConstituents:
+      case kOpEl3Misbehave:
+      case kOpEl3Profile:
+      case kOpHostFill:
+      case kOpHostCount:
+      case kOpSpRetrieve:
+      case kOpSpRelinquish:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  static std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
+    return b;
+  }
+
   // Makes effect (kUnchanged: none) of the planned host call op so, for the
   // outcome the target produced, then fills a producer's slot with the
   // handle the target returned (HARNESS:SLOTS). Returns the handle the new
@@ -270,8 +365,12 @@ class FfaModel final : public Model {
   std::unique_ptr<SpmcAnswer> sp_answer_;
   std::unique_ptr<World> world_snap_;  // the world right after the first reset()
   uint32_t frag_high_ = 0;             // proxy.frag.n's highest since the last begin()
-  // Of the host call expect() last planned: its registers.
+  // Of the op expect() last planned: the state before it, of a host call its
+  // registers and the state each effect of its plan leaves (adopt).
+  uint64_t pre_ = 0;
   uint64_t in_[kCallRegs] = {};
+  uint64_t post_[kMaxVariants] = {};
+  uint32_t n_post_ = 0;
 
  public:
   bool skip_spmc_restore_ = false;  // tests only

@@ -145,6 +145,39 @@ TEST(FfaModelRealEl3, ALaterReplyNamingTheHandleIsJudgedNormally) {
   EXPECT_EQ(handle_of(done->regs[2], done->regs[3]), kTheirs);
 }
 
+// adopt() takes the SPMC's handle as commit() does: a first fragment's
+// FFA_MEM_FRAG_RX with a wrong offset (w3) but the state the model predicts is
+// adopted, and the last fragment is judged on the SPMC's handle.
+TEST(FfaModelRealEl3, AdoptTakesTheSpmcsHandle) {
+  const ProxyProfile p = real(true);
+  const std::string rs = R({{0x80010000, 1}, {0x80020000, 2}});
+  Play run(p, scenario(p, kFull, "tx_mem_desc ranges=" + rs + "\nmem_share frag_len=112\n" +
+                                      "tx_constituents offset=0 ranges=" + R1(0x80020000, 2) +
+                                      "\nmem_frag_tx handle=0 frag_len=16\n"));
+  ASSERT_TRUE(run.ok()) << run.error;
+  const size_t first = run.s.ops.size() - 3;
+  ASSERT_TRUE(run.play(first)) << run.error;
+  Expectation e;
+  run.m->expect(run.s, first, e);
+  const Allowed* rx = allowed_with(e, kFnMemFragRx);
+  ASSERT_NE(rx, nullptr);
+  Outcome o = pick(*rx);
+  o.regs[1] = handle_lo(kTheirs);
+  o.regs[2] = handle_hi(kTheirs);
+  o.regs[3] += 16;
+  ASSERT_EQ(judge(e, o).kind, VerdictKind::kViolation);
+  std::string note;
+  ASSERT_TRUE(run.m->adopt(run.s, first, o, &note));
+  EXPECT_NE(note.find("0xffffffc0"), std::string::npos) << note;
+  Expectation t;
+  run.m->expect(run.s, first + 1, t);
+  run.m->commit(run.s, first + 1, pick(t.allowed[0]));
+  const Expectation last = run.expect_last();
+  const Allowed* done = allowed_with(last, kFnSuccess32);
+  ASSERT_NE(done, nullptr) << last.note;
+  EXPECT_EQ(handle_of(done->regs[2], done->regs[3]), kTheirs);
+}
+
 // DIGEST:TABLE-VIEW: the model's state does not hold its handle values. A
 // share made after another share came and went has another handle: another
 // state with the SPMC model as EL3, the same with a real EL3.
