@@ -1,10 +1,12 @@
 // The FF-A model: turns scenario ops into host calls or scenario actions,
 // asks the proxy model once per call for every allowed outcome (a Plan, on the
 // const world), and on commit applies the effect of the outcome the target
-// produced (SPEC.md HARNESS:*).
+// produced (SPEC.md HARNESS:*); after a violation adopt() applies the effect
+// whose state the target reached, if any.
 #include "models/ffa/model.h"
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -64,6 +66,8 @@ class FfaModel final : public Model {
     planned_ = {&s, i};
     const Op& op = s.ops[i];
     const uint64_t pre = world_->digest();
+    pre_ = pre;
+    n_post_ = 0;
     switch (op.code) {
       case kOpTxWrite:
       case kOpTxMemDesc:
@@ -118,8 +122,7 @@ class FfaModel final : public Model {
         a.regs[0] = ans.out[0];
         a.regs[2] = ans.out[2];
         a.check_state = true;
-        a.state = state_digest(std::span<const uint8_t>(world_->proxy.view, profile_.host_pages), world_->spmc,
-                               {ans.slot, &ans.tx});
+        a.state = world_->digest({ans.slot, &ans.tx});
         push(out, a, 0);
         out.hits.push_back({kFfaHarnessSpOp, false});
         slot_hit(h_, op, out);
@@ -141,15 +144,19 @@ class FfaModel final : public Model {
     // HARNESS:EL3: the call consumed the armed fault (or is judged by the
     // rule that exists for EL3's faults): robustness, not conformance.
     out.robustness = armed != Fault::kNone && plan.el3_armed() != armed;
-    uint64_t post[kMaxVariants] = {};
-    for (uint32_t v = 0; v < plan.n_effects(); ++v) post[v] = digest_after(*world_, plan, v);
+    for (uint32_t r = 0; r < kCallRegs; ++r) in_[r] = in[r];
+    n_post_ = plan.n_effects();
+    for (uint32_t v = 0; v < n_post_; ++v) post_[v] = digest_after(*world_, plan, v);
     for (uint32_t k = 0; k < plan.n_alts(); ++k) {
       const Alt& alt = plan.alt(k);
       Allowed a = Allowed::ok(alt.rule, 0);
       a.regs_mask = alt.mask;
+      // SPMC:HANDLE-SPEC: a real EL3 picks a new transaction's handle; the
+      // model's stays in regs (commit renames it to the target's).
+      if (profile_.real_el3) a.regs_mask &= static_cast<uint8_t>(~new_handle_regs(in, alt.regs));
       for (uint32_t r = 0; r < kCallRegs; ++r) a.regs[r] = alt.regs[r];
       a.check_state = true;
-      a.state = alt.effect == kUnchanged ? pre : post[alt.effect];
+      a.state = alt.effect == kUnchanged ? pre : post_[alt.effect];
       push(out, a, alt.effect);
     }
     merge_hits(plan.hits, out);
@@ -199,18 +206,142 @@ class FfaModel final : public Model {
       Expectation e;
       expect(s, i, e);
     }
+    int8_t effect = kUnchanged;
     for (size_t k = 0; k < allowed_.size(); ++k)
       if (allowed_[k].admits(observed)) {
-        if (effects_[k] != kUnchanged) apply_effect(*world_, *plan_, static_cast<uint32_t>(effects_[k]));
-        // apply_effect writes frag_ranges below frag.n only.
-        if (world_->proxy.frag.n > frag_high_) frag_high_ = world_->proxy.frag.n;
+        effect = effects_[k];
         break;
       }
+    take(op, observed, effect);
+  }
+
+  // After a violation (models/model.h): the model goes on from the target's
+  // state when it is one the model can reach from here. A host call: the
+  // state before the call (a refusal that changed nothing) or the one an
+  // effect of its plan leaves; that effect is taken as commit() takes it
+  // (HARNESS:TX, HARNESS:SLOTS, the SPMC's handle with a real EL3). A harness
+  // op: the state the model expects (a borrower's op also: the state before,
+  // it refused). Otherwise the model has lost track of the target.
+  bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) override {
+    const Op& op = s.ops[i];
+    if (op.code >= kOpCount) {
+      *note = "unknown ffa op code " + std::to_string(op.code);
+      return false;
+    }
+    if (planned_.s != &s || planned_.i != i) {
+      Expectation e;
+      expect(s, i, e);
+    }
+    if (observed.kind != Outcome::Kind::kOk) {
+      planned_ = {};
+      *note = "the op returned no result (" + to_string(observed) + "): the model cannot say what it changed";
+      return false;
+    }
+    if (is_harness_op(op.code)) {
+      for (const Allowed& a : allowed_)
+        if (a.state == observed.state) {
+          commit(s, i, observed);
+          *note = "the target's state is the one the model expects: the harness op's effect";
+          return true;
+        }
+      if ((op.code == kOpSpRetrieve || op.code == kOpSpRelinquish) && observed.state == pre_) {
+        planned_ = {};
+        *note = "the borrower's op changed nothing: the model keeps its state";
+        return true;
+      }
+      planned_ = {};
+      *note = "the target's state matches none of the model's outcomes";
+      return false;
+    }
+    if (op.code == kOpRxtxMap) {  // HARNESS:TX: whatever the outcome
+      h_.mapped(op);
+    }
+    // The candidates in a fixed order: a refusal first as the state before
+    // the call (FF-A: a failed call has no effect), anything else first as
+    // the plan's effects in order.
+    const bool refused = fid_of(observed.regs.data()) == kFnError;
+    int8_t order[kMaxVariants + 1];
+    uint32_t n = 0;
+    if (refused) order[n++] = kUnchanged;
+    for (uint32_t v = 0; v < n_post_; ++v) order[n++] = static_cast<int8_t>(v);
+    if (!refused) order[n++] = kUnchanged;
+    for (uint32_t k = 0; k < n; ++k) {
+      const int8_t effect = order[k];
+      if ((effect == kUnchanged ? pre_ : post_[effect]) != observed.state) continue;
+      const uint64_t renamed = take(op, observed, effect);
+      if (effect == kUnchanged) {
+        *note = "the target's state is the one before the call: the model keeps its state";
+      } else {
+        *note = "the target's state is the one the model's effect " + std::to_string(effect) +
+                " leaves: the model takes that effect";
+        if (renamed != kInvalidHandle) *note += " (with the SPMC's handle " + hex(renamed) + ")";
+      }
+      return true;
+    }
     planned_ = {};
-    if (is_producer(op.code)) h_.handles.push_back(produced_handle(observed.regs.data()));
+    *note = "the target's state matches none of the model's outcomes";
+    return false;
   }
 
  private:
+  static bool is_harness_op(uint8_t code) {
+    switch (code) {
+      case kOpTxWrite:
+      case kOpTxMemDesc:
+      case kOpTxConstituents:
+      case kOpEl3Misbehave:
+      case kOpEl3Profile:
+      case kOpHostFill:
+      case kOpHostCount:
+      case kOpSpRetrieve:
+      case kOpSpRelinquish:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  static std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
+    return b;
+  }
+
+  // Makes effect (kUnchanged: none) of the planned host call op so, for the
+  // outcome the target produced, then fills a producer's slot with the
+  // handle the target returned (HARNESS:SLOTS). Returns the handle the new
+  // transaction took from the target (kInvalidHandle: none).
+  uint64_t take(const Op& op, const Outcome& observed, int8_t effect) {
+    uint64_t renamed = kInvalidHandle;
+    if (effect != kUnchanged) {
+      apply_effect(*world_, *plan_, static_cast<uint32_t>(effect));
+      // apply_effect writes frag_ranges below frag.n only.
+      if (world_->proxy.frag.n > frag_high_) frag_high_ = world_->proxy.frag.n;
+      if (profile_.real_el3) renamed = take_handle(effect, observed);
+    }
+    planned_ = {};
+    if (is_producer(op.code)) h_.handles.push_back(produced_handle(observed.regs.data()));
+    return renamed;
+  }
+
+  // SPMC:HANDLE-SPEC with a real EL3: the transaction effect made carries
+  // the model's handle; when the target's reply gave it another, the model
+  // takes that one (at EL3 and as the proxy's send in flight). Returns it,
+  // or kInvalidHandle if nothing was renamed.
+  uint64_t take_handle(int8_t effect, const Outcome& observed) {
+    const uint64_t* reply = observed.regs.data();
+    if (!new_handle_regs(in_, reply)) return kInvalidHandle;
+    uint64_t mine = kInvalidHandle;
+    for (size_t k = 0; k < allowed_.size() && mine == kInvalidHandle; ++k)
+      if (effects_[k] == effect && new_handle_regs(in_, allowed_[k].regs.data()))
+        mine = produced_handle(allowed_[k].regs.data());
+    const uint64_t theirs = produced_handle(reply);
+    if (mine == kInvalidHandle || theirs == kInvalidHandle || mine == theirs) return kInvalidHandle;
+    if (!world_->spmc.rename_handle(mine, theirs)) return kInvalidHandle;
+    if (world_->proxy.frag.handle == mine) world_->proxy.frag.handle = theirs;
+    return theirs;
+  }
+
   // Lists a, unless an equal outcome is listed already; effect: which of the
   // plan's effects taking it applies.
   void push(Expectation& out, const Allowed& a, int8_t effect) {
@@ -234,6 +365,12 @@ class FfaModel final : public Model {
   std::unique_ptr<SpmcAnswer> sp_answer_;
   std::unique_ptr<World> world_snap_;  // the world right after the first reset()
   uint32_t frag_high_ = 0;             // proxy.frag.n's highest since the last begin()
+  // Of the op expect() last planned: the state before it, of a host call its
+  // registers and the state each effect of its plan leaves (adopt).
+  uint64_t pre_ = 0;
+  uint64_t in_[kCallRegs] = {};
+  uint64_t post_[kMaxVariants] = {};
+  uint32_t n_post_ = 0;
 
  public:
   bool skip_spmc_restore_ = false;  // tests only
@@ -270,7 +407,8 @@ void set_model_restore_skip_spmc(Model& model, bool skip) { static_cast<FfaModel
 void set_model_restore_skip_ram(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_ram_restore_ = skip; }
 
 std::string profile_name(const ProxyProfile& p) {
-  return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "");
+  return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "") +
+         (p.real_el3 ? "-real-el3" : "");
 }
 
 }  // namespace kconform::ffa

@@ -3,7 +3,9 @@
 // Abi::kFfa scenarios (harness/scenario/ffa_abi.h; SPEC.md).
 //
 // Outcomes: a host call (version ... raw) reports ok(0) with regs = x0..x7 as
-// the host sees them and state = the digest of digest.h after the call; a
+// the host sees them and state = the digest of digest.h after the call (with
+// ProxyProfile::real_el3: SPEC.md DIGEST:TABLE-VIEW, and a new transaction's
+// handle is the SPMC's, SPMC:HANDLE-SPEC); a
 // harness op (tx_*) reports ok(bytes written); el3_misbehave ok(0); sp_* ok(0)
 // or ok(FF-A error code) with the SPMC's x0..x7.
 #pragma once
@@ -18,7 +20,7 @@
 namespace kconform::ffa {
 
 std::unique_ptr<Model> make_model(const ProxyProfile& profile);
-std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim2"
+std::string profile_name(const ProxyProfile& profile);  // e.g. "ffa-16k-reclaim2", "ffa-4k-real-el3"
 
 // For the restore tests (model is make_model's): every byte of the model's
 // state (its RAM, the proxy's state, its SPMC's bytes, the per-scenario

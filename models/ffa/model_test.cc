@@ -19,101 +19,14 @@
 #include "models/common/rules.h"
 #include "models/ffa/hits.h"
 #include "models/ffa/model.h"
+#include "models/ffa/model_test_util.h"
 #include "models/ffa/scenario_ops.h"
 #include "oracles/oracle.h"
 
 namespace kconform::ffa {
 namespace {
 
-// --- Helpers ---------------------------------------------------------------------
-
-// A ranges byte string: (address u64, pages u32) records.
-std::string R(std::initializer_list<std::pair<uint64_t, uint32_t>> rs) {
-  static const char d[] = "0123456789abcdef";
-  std::string out = "hex:";
-  auto put = [&](uint64_t v, int n) {
-    for (int i = 0; i < n; ++i, v >>= 8) {
-      out += d[(v >> 4) & 15];
-      out += d[v & 15];
-    }
-  };
-  for (auto& [a, p] : rs) put(a, 8), put(p, 4);
-  return out;
-}
-std::string R1(uint64_t a, uint32_t p) { return R({{a, p}}); }
-
-ProxyProfile profile(uint64_t page, bool r2) {
-  ProxyProfile p;
-  p.page_size = page;
-  p.reclaim2 = r2;
-  return p;
-}
-
-enum Pre { kFull, kNoMap, kNothing };
-
-std::string scenario(const ProxyProfile& p, Pre pre, const std::string& body) {
-  std::string s = "kconform-scenario 1\nabi ffa\nname t\n";
-  if (pre != kNothing) s += "version\n";
-  if (pre == kFull) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "rxtx_map tx=0x80000000 rx=%#llx pages=%llu\n",
-             static_cast<unsigned long long>(0x80000000 + p.page_size),
-             static_cast<unsigned long long>(p.mbox_bytes() / 4096));
-    s += buf;
-  }
-  return s + body;
-}
-
-Outcome pick(const Allowed& a) {
-  Outcome o = Outcome::ok(a.lo);
-  o.kind = a.kind;
-  for (int i = 0; i < 8; ++i)
-    if (a.regs_mask >> i & 1) o.regs[i] = a.regs[i];
-  o.state = a.state;
-  if (a.check_aux) o.aux = a.aux;
-  return o;
-}
-
-// Runs a scenario's ops, each with its first allowed outcome, up to `upto`.
-struct Play {
-  Scenario s;
-  std::unique_ptr<Model> m;
-  uint64_t last_state = 0;
-  std::string error;
-
-  Play(const ProxyProfile& p, const std::string& text) {
-    std::vector<Scenario> v;
-    if (!parse_text(text, "<test>", &v, &error) || v.size() != 1) return;
-    s = v[0];
-    m = make_model(p);
-    m->begin(s);
-  }
-  bool ok() const { return m != nullptr; }
-  // Plays ops [0, n); returns false if one allows nothing.
-  bool play(size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      Expectation e;
-      m->expect(s, i, e);
-      if (e.allowed.empty()) {
-        error = "op " + std::to_string(i) + " allows nothing: " + e.note;
-        return false;
-      }
-      const Outcome o = pick(e.allowed[0]);
-      last_state = o.state;
-      m->commit(s, i, o);
-    }
-    return true;
-  }
-  Expectation expect_last() {
-    Expectation e;
-    m->expect(s, s.ops.size() - 1, e);
-    return e;
-  }
-  uint64_t final_state() {
-    play(s.ops.size());
-    return last_state;
-  }
-};
+using namespace test;
 
 bool hit(const Expectation& e, RuleId r) {
   for (const RuleHit& h : e.hits)
@@ -1131,6 +1044,14 @@ TEST(FfaModel, ATxWriteAtAHugeOffsetWritesNothing) {
 // Fnv1a::bytes (the digest's host page views, hashed a zero run at a time) is
 // byte for byte the FNV-1a of u8() over each byte: sparse and dense views, runs
 // that end mid-word and mid-block, every length up to 300.
+// ProxyProfile::real_el3: the profile's name says EL3 is an implementation under test.
+TEST(FfaModel, ProfileNameSaysRealEl3) {
+  ProxyProfile p = profile(16384, true);
+  EXPECT_EQ(profile_name(p), "ffa-16k-reclaim2");
+  p.real_el3 = true;
+  EXPECT_EQ(profile_name(p), "ffa-16k-reclaim2-real-el3");
+}
+
 TEST(Fnv1a, BytesIsU8OverEachByte) {
   std::vector<uint8_t> v(300);
   for (int pattern = 0; pattern < 5; ++pattern) {

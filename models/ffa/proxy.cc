@@ -7,6 +7,7 @@
 #include "models/ffa/plan.h"
 #include "models/ffa/proxy_ops.h"
 #include "models/ffa/reclaim2_abi.h"
+#include "models/ffa/spmc_view.h"
 
 namespace kconform::ffa {
 
@@ -65,8 +66,13 @@ bool World::range_is(uint64_t pa, uint64_t len, PageView want) const {
   return true;
 }
 
-uint64_t World::digest() const {
-  return state_digest(std::span<const uint8_t>(proxy.view, profile->host_pages), spmc);
+uint64_t state_digest_of(const ProxyProfile& p, std::span<const uint8_t> views, const Spmc& spmc, TableOverlay o) {
+  if (p.real_el3) return state_digest_table_view(views, spmc_view_digest(spmc, o));
+  return state_digest(views, spmc, o);
+}
+
+uint64_t World::digest(TableOverlay o) const {
+  return state_digest_of(*profile, std::span<const uint8_t>(proxy.view, profile->host_pages), spmc, o);
 }
 
 namespace {
@@ -366,7 +372,8 @@ void expect_call(const World& w, const uint64_t in[kCallRegs], Plan& p) {
 uint64_t digest_after(const World& w, const Plan& plan, uint32_t v) {
   const Effect& e = plan.effect(v);
   const uint8_t* views = e.views_set ? e.views : w.proxy.view;
-  return state_digest(std::span<const uint8_t>(views, w.profile->host_pages), w.spmc, plan.el3_overlay());
+  return state_digest_of(*w.profile, std::span<const uint8_t>(views, w.profile->host_pages), w.spmc,
+                         plan.el3_overlay());
 }
 
 void apply_effect(World& w, const Plan& plan, uint32_t v) {

@@ -35,8 +35,8 @@ struct ProxyProfile {
   uint64_t desc_buf_bytes = 2 * 4096;
   SpmcConfig spmc;                 // ns_base/ns_size are set by World::reset
   // EL3 is an implementation under test, not the model: the state digest
-  // holds its table in the SPMC:TABLE view and the handles it allocates are
-  // its choice (SPEC.md DIGEST:TABLE-VIEW, SPMC:HANDLE-SPEC).
+  // holds its table in the SPMC:TABLE view (SPEC.md DIGEST:TABLE-VIEW) and
+  // the handles it allocates are its choice (SPMC:HANDLE-SPEC).
   bool real_el3 = false;
 
   uint64_t mbox_bytes() const { return mbox_pages * page_size; }
@@ -80,7 +80,9 @@ struct World {
   DirtyPages* dirty = nullptr;  // where writes through at() are marked (not state)
 
   void reset(const ProxyProfile& p, std::span<uint8_t> mem);
-  uint64_t digest() const;
+  // The state digest in the profile's mode (state_digest_of), the SPMC's
+  // table seen with o's slot replaced.
+  uint64_t digest(TableOverlay o = {}) const;
   // The hypervisor's own mailbox pair (the first pages after the host's).
   uint64_t hyp_tx_pa() const;
   uint64_t hyp_rx_pa() const;
@@ -93,6 +95,13 @@ struct World {
   // All of [pa, pa+len) is host memory in view want.
   bool range_is(uint64_t pa, uint64_t len, PageView want) const;
 };
+
+// The state digest of host stage-2 (views, one per host page) and the SPMC
+// model's table (with o) as p's target computes it: SPEC.md DIGEST
+// (state_digest, digest.h), or DIGEST:TABLE-VIEW when p.real_el3
+// (state_digest_table_view, spmc_view.h). No allocation.
+uint64_t state_digest_of(const ProxyProfile& p, std::span<const uint8_t> views, const Spmc& spmc,
+                         TableOverlay o = {});
 
 class Plan;
 

@@ -43,23 +43,14 @@ uint8_t spmc_result_regs(const uint64_t call[8], const uint64_t reply[8]) {
 
 namespace {
 
-bool is_send_fid(uint32_t fid) {
-  const uint32_t f = fid & ~kSmc64Bit;
-  return f == kFnMemShare32 || f == kFnMemLend32 || f == kFnMemDonate32;
-}
-
 // Whether reply gives a send's new transaction its handle (SPMC:HANDLE-SPEC:
 // the SPMC's choice; the target checks what the specification asks of it).
-bool new_handle(const uint64_t call[8], const uint64_t reply[8]) {
-  return is_send_fid(static_cast<uint32_t>(call[0])) && (is_success(reply) || fid_of(reply) == kFnMemFragRx);
-}
+bool new_handle(const uint64_t call[8], const uint64_t reply[8]) { return new_handle_regs(call, reply) != 0; }
 
 // The registers of reply an allowed outcome fixes: its result registers
 // (spmc_result_regs) less a new transaction's handle.
 uint8_t judged_regs(const uint64_t call[8], const uint64_t reply[8]) {
-  const uint8_t m = spmc_result_regs(call, reply);
-  if (!new_handle(call, reply)) return m;
-  return m & static_cast<uint8_t>(fid_of(reply) == kFnMemFragRx ? ~0x06 : ~0x0c);  // w1/w2 or w2/w3
+  return spmc_result_regs(call, reply) & static_cast<uint8_t>(~new_handle_regs(call, reply));
 }
 
 // The target refused op: FFA_ERROR, SMC_UNK (w0 = -1: the firmware did not
@@ -132,7 +123,7 @@ class SpmcModel final : public Model {
     // SPMC:TABLE: each allowed outcome leaves the table it says (the model's
     // with the answer's one transaction changed; a refusal or a harness op:
     // the table as it is).
-    const uint64_t pre = spmc_view_digest(spmc_view_of(*spmc_));
+    const uint64_t pre = spmc_view_digest(*spmc_);
     const Op& op = s.ops[i];
     const bool call = op.code < kOpCount && op.code != kOpTxWrite && op.code != kOpTxMemDesc &&
                       op.code != kOpTxConstituents && op.code != kOpEl3Misbehave && op.code != kOpEl3Profile &&
@@ -144,7 +135,7 @@ class SpmcModel final : public Model {
       // An allowed refusal where the model's answer succeeds: the table as it is.
       if (a.regs[0] == kFnError && !is_error(ans_->out)) continue;
       const SpmcAnswer& from = (trusting_ && a.rule == kFfaSpmcNsTrust) ? *trust_ans_ : *ans_;
-      a.state = spmc_view_digest(spmc_view_of(*spmc_, {from.slot, &from.tx}));
+      a.state = spmc_view_digest(*spmc_, {from.slot, &from.tx});
     }
     // SPMC:FRAG: a refused fragment may end the send (the model's choice) or
     // leave it as it was for the sender to go on or reclaim (TF-A's).

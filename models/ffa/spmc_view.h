@@ -15,11 +15,19 @@
 // Left out: the memory attributes and flags as the SPMC keeps them (TF-A
 // stores the transaction type in the flags), per-receiver retrieval counts,
 // and RECLAIM2's per-page state (no SPMC under test implements it).
+//
+// The same view digests the EL2 target's state when EL3 is a real SPMC
+// (ProxyProfile::real_el3, SPEC.md DIGEST:TABLE-VIEW): state_digest_table_view.
+//
+// One definition of the bytes (spmc_view_feed, spmc_view.cc), fed by both
+// paths: the vector one (the spmc target; spmc_view_of) and the SPMC model's
+// own table without allocating (the proxy model's core).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "models/ffa/digest.h"
@@ -27,7 +35,8 @@
 
 namespace kconform::ffa {
 
-struct SpmcViewEntry {
+// A transaction in the view, less its lists.
+struct SpmcViewHead {
   uint64_t handle = 0;
   bool complete = false;
   uint32_t received = 0, total_len = 0;  // incomplete
@@ -35,48 +44,41 @@ struct SpmcViewEntry {
   uint16_t sender = 0;
   uint64_t tag = 0;
   bool retrieved = false;
-  std::vector<std::pair<uint16_t, uint8_t>> receivers;  // id, perms
-  std::vector<Constituent> ranges;
   uint32_t total_pages = 0;
 };
+
+using SpmcViewReceiver = std::pair<uint16_t, uint8_t>;  // id, perms
+
+struct SpmcViewEntry : SpmcViewHead {
+  std::vector<SpmcViewReceiver> receivers;
+  std::vector<Constituent> ranges;
+};
+
+// The bytes of one live transaction (the record above, after n_live): the
+// one definition of the layout. The handle is not fed (only the order counts).
+void spmc_view_feed(Fnv1a& h, const SpmcViewHead& e, std::span<const SpmcViewReceiver> receivers,
+                    std::span<const Constituent> ranges);
+
+// Transaction t of the SPMC model in the view: its head, its receivers into
+// recv (returns how many) and its constituents (an incomplete one: none).
+SpmcViewHead spmc_view_head(const Transaction& t);
+uint32_t spmc_view_receivers(const Transaction& t, SpmcViewReceiver recv[kMaxReceivers]);
+std::span<const Constituent> spmc_view_ranges(const Transaction& t);
+
+// The SPMC:TABLE digest of the SPMC model's table (slot o.slot replaced by
+// *o.tx when given), without allocating: spmc_view_digest(spmc_view_of(s, o)).
+uint64_t spmc_view_digest(const Spmc& s, TableOverlay o = {});
+
+// SPEC.md DIGEST:TABLE-VIEW: the state with a real EL3, FNV-1a-64 over u32
+// n_host_pages, n_host_pages x u8 view (as digest.h), then u64 table_digest
+// (the SPMC:TABLE digest of EL3's table: spmc_view_digest).
+uint64_t state_digest_table_view(std::span<const uint8_t> host_views, uint64_t table_digest);
 
 inline uint64_t spmc_view_digest(std::vector<SpmcViewEntry> v) {
   std::sort(v.begin(), v.end(), [](const SpmcViewEntry& a, const SpmcViewEntry& b) { return a.handle < b.handle; });
   Fnv1a h;
   h.u32(static_cast<uint32_t>(v.size()));
-  for (const SpmcViewEntry& e : v) {
-    h.u8(e.complete);
-    if (!e.complete) {
-      h.u32(e.received);
-      h.u32(e.total_len);
-      continue;
-    }
-    h.u8(e.kind);
-    h.u16(e.sender);
-    h.u64(e.tag);
-    h.u8(e.retrieved);
-    h.u32(static_cast<uint32_t>(e.receivers.size()));
-    for (const auto& [id, perms] : e.receivers) {
-      h.u16(id);
-      h.u8(perms);
-    }
-    h.u32(static_cast<uint32_t>(e.ranges.size()));
-    for (const Constituent& c : e.ranges) {
-      h.u64(c.address);
-      h.u32(c.pages);
-    }
-    h.u32(e.total_pages);
-  }
-  return h.h;
-}
-
-// DIGEST:TABLE-VIEW: the state digest with a real EL3: FNV-1a-64 over u32
-// n_host_pages, the views, then u64 table_digest (spmc_view_digest).
-inline uint64_t state_digest_table_view(std::span<const uint8_t> host_views, uint64_t table_digest) {
-  Fnv1a h;
-  h.u32(static_cast<uint32_t>(host_views.size()));
-  h.bytes(host_views.data(), host_views.size());
-  h.u64(table_digest);
+  for (const SpmcViewEntry& e : v) spmc_view_feed(h, e, e.receivers, e.ranges);
   return h.h;
 }
 
@@ -87,20 +89,11 @@ inline std::vector<SpmcViewEntry> spmc_view_of(const Spmc& s, TableOverlay o = {
     const Transaction& t = static_cast<int32_t>(i) == o.slot ? *o.tx : s.slot(i);
     if (!t.live) continue;
     SpmcViewEntry e;
-    e.handle = t.handle;
-    e.complete = t.complete;
-    if (!t.complete) {
-      e.received = t.received;
-      e.total_len = t.total_len;
-    } else {
-      e.kind = static_cast<uint8_t>(t.kind);
-      e.sender = t.sender;
-      e.tag = t.tag;
-      e.retrieved = t.any_retrieved();
-      for (uint32_t r = 0; r < t.n_receivers; ++r) e.receivers.push_back({t.recv_id[r], t.recv_perms[r]});
-      e.ranges.assign(t.ranges, t.ranges + t.n_ranges);
-      e.total_pages = t.total_pages;
-    }
+    static_cast<SpmcViewHead&>(e) = spmc_view_head(t);
+    SpmcViewReceiver recv[kMaxReceivers];
+    e.receivers.assign(recv, recv + spmc_view_receivers(t, recv));
+    const std::span<const Constituent> ranges = spmc_view_ranges(t);
+    e.ranges.assign(ranges.begin(), ranges.end());
     v.push_back(std::move(e));
   }
   return v;
