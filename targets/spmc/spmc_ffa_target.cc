@@ -72,11 +72,6 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
   }
   ram_ = static_cast<uint8_t*>(r);
 
-  // KCONFORM_SPMC_LOG=1: TF-A's own log lines (WARN names the check that
-  // refused a call) on stdout, for triage.
-  const char* log = std::getenv("KCONFORM_SPMC_LOG");
-  kc_spmc_knobs.log_verbose = log && *log && *log != '0';
-
   tfa_ = TfaSpmc::get(&error_);
   if (!tfa_) return;
   snapshot_ = tfa_->boot_snapshot();

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -90,6 +91,10 @@ void TfaSpmc::model_config(F::SpmcConfig* c) {
 const char* TfaSpmc::tree_version() { return KC_SPMC_TFA_VERSION; }
 
 TfaSpmc* TfaSpmc::get(std::string* error) {
+  // KCONFORM_SPMC_LOG=1: TF-A's own log lines (WARN names the check that
+  // refused a call) on stdout, for triage.
+  const char* log = std::getenv("KCONFORM_SPMC_LOG");
+  kc_spmc_knobs.log_verbose = log && *log && *log != '0';
   if (!g_process.tried) {
     g_process.tried = true;
     auto s = std::unique_ptr<TfaSpmc>(new TfaSpmc());

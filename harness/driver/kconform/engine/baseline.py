@@ -16,7 +16,10 @@ File format (JSON, ci/known-findings.json by default):
    "findings": [
      {"rule": "GMEM.X.Y",            required, exact rule ID
       "target": "host",              required
-      "release": "6.18.*",           required, fnmatch pattern on the kernel release
+      "release": "6.18.*",           required, fnmatch pattern on the kernel release (el2: the
+                                     build's name; with a real EL3, "<build>+<el3>", e.g.
+                                     debian-7.3.4-4k+tf-a-2.12.1, matched only by a pattern
+                                     with a "+": release_matches)
       "scenario": "gmem/write/*",    optional fnmatch pattern (default "*")
       "reason": "...",               required, why this is accepted
       "date": "2026-11-30",          required, YYYY-MM-DD of the review
@@ -72,9 +75,19 @@ def load(path: Path, known_rules: set[str] | None = None) -> list[dict]:
     return entries
 
 
+def release_matches(target: str, release: str, pattern: str) -> bool:
+    """Whether an entry's release pattern names this build. An el2 build with a real
+    EL3 behind ffa.c (`run --target el2 --el3 tf-a`: release "<build>+<el3>") is another
+    system than the same build with the model's EL3: an entry reviewed for one says
+    nothing of the other, so only a pattern with a "+" matches it (and only such one)."""
+    if target == "el2" and ("+" in release) != ("+" in pattern):
+        return False
+    return fnmatch.fnmatchcase(release, pattern)
+
+
 def matches(entry: dict, finding) -> bool:
     return (entry["rule"] == finding.rule and entry["target"] == finding.target
-            and fnmatch.fnmatchcase(finding.release, entry["release"])
+            and release_matches(finding.target, finding.release, entry["release"])
             and fnmatch.fnmatchcase(finding.scenario, entry.get("scenario", "*")))
 
 
@@ -84,7 +97,7 @@ def covers(entry: dict, run) -> bool:
     CRASH.SIGNAL), and at least one
     scenario the scenario pattern matches that ran there (TargetRun.ran, plus
     the scenarios of its findings)."""
-    if run.name != entry["target"] or not fnmatch.fnmatchcase(run.release, entry["release"]):
+    if run.name != entry["target"] or not release_matches(run.name, run.release, entry["release"]):
         return False
     # A sanitizer report needs a sanitized build (`run --asan`), and in one a
     # fatal signal is the sanitizer's report: a run of the other kind says
@@ -125,7 +138,7 @@ def fuzz_entries(entries: list[dict], target: str, release: str) -> list[tuple[s
     out = []
     for e in entries:
         pattern = e.get("scenario", "*")
-        if (e["target"] == target and fnmatch.fnmatchcase(release, e["release"])
+        if (e["target"] == target and release_matches(target, release, e["release"])
                 and _FUZZ_SAFE.fullmatch(pattern) and "[" not in pattern and "]" not in pattern
                 and "\t" not in e["rule"] and "\n" not in e["rule"]):
             out.append((e["rule"], pattern))
