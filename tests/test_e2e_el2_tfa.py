@@ -1,0 +1,51 @@
+"""End to end on pKVM's real ffa.c (Debian's 7.3 tree) with TF-A's real EL3 SPMC behind
+it (`run --target el2 --el3 tf-a`): every FF-A corpus runs at 4K and 16K, the model
+judges the whole path with a real EL3 (DIGEST:TABLE-VIEW: the host stage-2 views and
+TF-A's own table), and every finding is reviewed (ci/known-findings.json, release
+*+tf-a-2.12.1)."""
+
+import json
+
+import pytest
+
+from conftest import kconform
+
+pytestmark = pytest.mark.network  # the builds fetch Debian's 7.3 tree and arm-trusted-firmware source
+
+
+def run_json(tmp_path, *extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out = tmp_path / "report.json"
+    r = kconform("run", "--target", "el2", "--el3", "tf-a", "--format", "json", "--output", str(out),
+                 "--report-dir", str(tmp_path / "reports"), "--triage-budget", "0", *extra, timeout=1800)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(out.read_text())
+
+
+def test_el2_with_tfa_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
+    code, doc = run_json(tmp_path)
+    releases = sorted(run["target"]["release"] for run in doc["runs"])
+    assert releases == ["debian-7.3.4-16k+tf-a-2.12.1", "debian-7.3.4-4k+tf-a-2.12.1"]
+    for run in doc["runs"]:
+        assert run["target"]["target"] == "el2"
+        assert run["target"]["caps"]["real_el3"] == 1
+        assert run["target"]["profile"].endswith("-real-el3")
+        assert run["counts"]["pass"] > 1000
+        new = [f for f in run["findings"] if not f["baselined_by"]]
+        assert not new, "unreviewed findings: " + json.dumps(new, indent=1)
+        # Reviewed for a real EL3 only: no entry of the model-EL3 el2 runs applies here.
+        assert all("+" in f["baselined_by"]["release"] for f in run["findings"])
+        # The interoperability finding: no reclaim through pKVM 7.3 works on TF-A 2.12.1.
+        assert any(f["rule"] == "FFA.PROXY.RECLAIM_OK" for f in run["findings"])
+        # After such a refusal the model goes on (FfaModel::adopt): few ops go unchecked.
+        assert run["counts"]["unchecked"] < 20
+    assert code == 0
+
+
+def test_el3_is_an_el2_flag(tmp_path):
+    r = kconform("run", "--target", "spmc", "--el3", "tf-a", "corpora/ffa/smoke.kcs")
+    assert r.returncode == 2 and "--el3" in r.stderr
+    r = kconform("run", "--target", "el2", "--el3", "op-tee", "corpora/ffa/smoke.kcs")
+    assert r.returncode == 2 and "--el3" in r.stderr
+    r = kconform("fuzz", "--target", "spmc", "--el3", "tf-a", "--time", "1s")
+    assert r.returncode == 2 and "--el3" in r.stderr
