@@ -60,12 +60,9 @@ class _RunArgs:
 
 def _runner(plan, ns, work: Path, log):
     """run(text) -> findings of running that one scenario on the plan's target."""
-    count = [0]
-
     def run(text: str) -> list:
-        count[0] += 1
-        d = work / f"try-{count[0]:05d}"
-        d.mkdir()
+        # A folder of its own per try: several runners (one per plan) share work.
+        d = Path(tempfile.mkdtemp(prefix="try-", dir=work))
         f = d / "scenario.kcs"
         f.write_text(text)
         raw = d / "verdicts.jsonl"
