@@ -97,7 +97,7 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
             # of UBSan, some Z3 descriptor cases made stock ffa.c's misaligned reads end
             # the process: kernel code now gets the kernel's arm64 UBSan set, targets/el2/README.md).
             m = _gbench(build_dir(preset) / "harness" / "bench" / "kconform-bench-el2-4k", reps,
-                        [REPO / "corpora" / "ffa"], only="BM_El2Differential$")
+                        [REPO / "corpora" / "ffa"], only="^BM_El2Differential/")
             rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
                              f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
                              f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
