@@ -75,6 +75,18 @@ def kconform(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.Com
                           timeout=timeout)
 
 
+def run_report(out_dir: Path, *args: str, timeout: int = 1800) -> tuple[int, dict]:
+    """`kconform run ARGS --format json` with its report folder and JSON in out_dir:
+    (exit code, the JSON document); any exit but 0 or 1 fails the test."""
+    import json
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "report.json"
+    r = kconform("run", *args, "--format", "json", "--output", str(out), "--report-dir", str(out_dir / "reports"),
+                 timeout=timeout)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(out.read_text())
+
+
 @pytest.fixture(scope="session")
 def engine():
     from kconform.core.paths import runner_binary

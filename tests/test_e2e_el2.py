@@ -6,18 +6,13 @@ import json
 
 import pytest
 
-from conftest import REPO, kconform
+from conftest import REPO, run_report
 
 pytestmark = pytest.mark.network  # the first run downloads Debian's linux-source-7.3
 
 
 def run_json(tmp_path, *extra):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = tmp_path / "report.json"
-    r = kconform("run", "--target", "el2", "--format", "json", "--output", str(out),
-                 "--report-dir", str(tmp_path / "reports"), *extra, timeout=1800)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(out.read_text())
+    return run_report(tmp_path, "--target", "el2", *extra, timeout=1800)
 
 
 def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):

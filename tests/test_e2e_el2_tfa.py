@@ -8,18 +8,13 @@ import json
 
 import pytest
 
-from conftest import kconform
+from conftest import kconform, run_report
 
 pytestmark = pytest.mark.network  # the builds fetch Debian's 7.3 tree and arm-trusted-firmware source
 
 
 def run_json(tmp_path, *extra):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = tmp_path / "report.json"
-    r = kconform("run", "--target", "el2", "--el3", "tf-a", "--format", "json", "--output", str(out),
-                 "--report-dir", str(tmp_path / "reports"), "--triage-budget", "0", *extra, timeout=1800)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(out.read_text())
+    return run_report(tmp_path, "--target", "el2", "--el3", "tf-a", "--triage-budget", "0", *extra, timeout=1800)
 
 
 def test_el2_with_tfa_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):

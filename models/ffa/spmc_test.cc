@@ -12,33 +12,17 @@
 #include "models/ffa/digest.h"
 #include "models/ffa/reclaim2_abi.h"
 #include "models/ffa/spmc.h"
+#include "models/ffa/spmc_fixture_test.h"
 
 namespace kconform::ffa {
 namespace {
 
-constexpr uint64_t kBase = 0x80000000;
-constexpr uint64_t kTx = kBase + 0x100000, kRx = kTx + 0x1000;
+using test::kBase;
+using test::kRx;
+using test::kTx;
 
-class SpmcTest : public ::testing::Test {
+class SpmcTest : public test::SpmcFixture {
  protected:
-  void SetUp() override {
-    mem.assign(0x200000, 0);
-    SpmcConfig c;
-    c.ns_base = kBase;
-    c.ns_size = mem.size();
-    spmc = std::make_unique<Spmc>();
-    spmc->reset(c, mem, kBase);
-    call({kFnVersion, kVersion12});
-    call({kFnRxtxMap64, kTx, kRx, 1});
-    EXPECT_TRUE(is_success(out));
-  }
-  const uint64_t* call(std::initializer_list<uint64_t> regs) {
-    uint64_t in[kNumRegs] = {};
-    int i = 0;
-    for (uint64_t r : regs) in[i++] = r;
-    spmc->smc(in, out);
-    return out;
-  }
   uint8_t* tx() { return mem.data() + (kTx - kBase); }
   uint8_t* rx() { return mem.data() + (kRx - kBase); }
   uint32_t write_desc(std::vector<Constituent> rs, MemKind kind = MemKind::kShare) {
@@ -64,9 +48,6 @@ class SpmcTest : public ::testing::Test {
   }
   uint64_t digest() const { return state_digest({}, *spmc); }
 
-  std::vector<uint8_t> mem;
-  std::unique_ptr<Spmc> spmc;
-  uint64_t out[kNumRegs] = {};
 };
 
 // PROFILE:PERMISSIVE-EL3: what the default SPMC refuses (and so hides a

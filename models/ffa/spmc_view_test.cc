@@ -13,25 +13,18 @@
 #include "models/ffa/hits.h"
 #include "models/ffa/spmc.h"
 #include "models/ffa/spmc_view.h"
+#include "models/ffa/spmc_fixture_test.h"
 
 namespace kconform::ffa {
 namespace {
 
-constexpr uint64_t kBase = 0x80000000;
-constexpr uint64_t kTx = kBase + 0x100000, kRx = kTx + 0x1000;
+using test::kBase;
+using test::kTx;
 
-class SpmcViewTest : public ::testing::Test {
+class SpmcViewTest : public test::SpmcFixture {
  protected:
   void SetUp() override {
-    mem.assign(0x200000, 0);
-    SpmcConfig c;
-    c.ns_base = kBase;
-    c.ns_size = mem.size();
-    spmc = std::make_unique<Spmc>();
-    spmc->reset(c, mem, kBase);
-    call({kFnVersion, kVersion12});
-    call({kFnRxtxMap64, kTx, kRx, 1});
-    EXPECT_TRUE(is_success(out));
+    SpmcFixture::SetUp();
     // A share, a lend to two borrowers of two ranges, the share retrieved by
     // its borrower, and a fragmented share in flight (incomplete).
     shared = send(kFnMemShare64, {{kBase + 0x10000, 1, 0}}, 1, 0x11);
@@ -43,13 +36,6 @@ class SpmcViewTest : public ::testing::Test {
     call({kFnMemShare64, n, n - 16});
     EXPECT_EQ(fid_of(out), kFnMemFragRx);
     in_flight = handle_of(out[1], out[2]);
-  }
-  const uint64_t* call(std::initializer_list<uint64_t> regs) {
-    uint64_t in[kNumRegs] = {};
-    int i = 0;
-    for (uint64_t x : regs) in[i++] = x;
-    spmc->smc(in, out);
-    return out;
   }
   uint32_t write_desc(std::vector<Constituent> rs, uint32_t n_receivers, uint64_t tag, bool lend = false) {
     DescSpec s;
@@ -83,9 +69,6 @@ class SpmcViewTest : public ::testing::Test {
     return fed;
   }
 
-  std::vector<uint8_t> mem;
-  std::unique_ptr<Spmc> spmc;
-  uint64_t out[kNumRegs] = {};
   uint64_t shared = 0, lent = 0, in_flight = 0;
 };
 

@@ -88,48 +88,24 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         deps.ensure(["bench"], log)
     # The EL2 differential, plain and ASan+UBSan.
     # ASan+UBSan twice: the asan preset (Debug, -O0) and asan-opt (-O2, as fuzzers run).
+    # The directed suite only (as the figures in README.md were measured; with all of
+    # UBSan, some Z3 descriptor cases made stock ffa.c's misaligned reads end the
+    # process: kernel code now gets the kernel's arm64 UBSan set, targets/el2/README.md).
     el2_builds = (("default", "plain"), ("asan-opt", "ASan+UBSan -O2"), ("asan", "ASan+UBSan"))
     for preset, label in el2_builds if "el2" in sel else ():
-        name = f"EL2 differential, 4K, {label}"
-        try:
-            build_preset(preset, targets=["kconform-bench-el2-4k"], log=log)
-            # The directed suite only (as the figures in README.md were measured; with all
-            # of UBSan, some Z3 descriptor cases made stock ffa.c's misaligned reads end
-            # the process: kernel code now gets the kernel's arm64 UBSan set, targets/el2/README.md).
-            m = _gbench(build_dir(preset) / "harness" / "bench" / "kconform-bench-el2-4k", reps,
-                        [REPO / "corpora" / "ffa"], only="^BM_El2Differential/")
-            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
-                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
-                             f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
-                             f"crash the in-process ffa.c), model+ffa.c+judge, {reps} repetitions"))
-        except ToolError as e:
-            rows.append(_row(name, None, "scenario executions/s/core", "", f"EL2 target unavailable: {str(e)[:200]}"))
-    if "spmc" in sel:
-        # The spmc target: TF-A's EL3 SPMC straight from the Normal world (default build).
-        name = "SPMC differential (TF-A EL3 SPMC), 4K, plain"
-        try:
-            build_preset("default", targets=["kconform-bench-spmc"], log=log)
-            m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench-spmc", reps,
-                        [REPO / "corpora" / "ffa"])
-            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
-                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
-                             f"{m['ops_per_s']:.0f} ops/s), SPMC-side model+TF-A+judge incl. the table read "
-                             f"each op, {reps} repetitions"))
-        except ToolError as e:
-            rows.append(_row(name, None, "scenario executions/s/core", "", f"spmc target unavailable: {str(e)[:200]}"))
-    if "el2-tfa" in sel:
-        # pKVM's ffa.c with TF-A's EL3 SPMC behind it (default build, run --target el2 --el3 tf-a).
-        name = "EL2 differential with TF-A's EL3 SPMC (--el3 tf-a), 4K, plain"
-        try:
-            build_preset("default", targets=["kconform-bench-el2-4k"], log=log)
-            m = _gbench(build_dir("default") / "harness" / "bench" / "kconform-bench-el2-4k", reps,
-                        [REPO / "corpora" / "ffa"], only="BM_El2TfaDifferential")
-            rows.append(_row(name, round(m["items_per_second"], 1), "scenario executions/s/core",
-                             f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, "
-                             f"{m['ops_per_s']:.0f} ops/s; {int(m.get('crashed', 0))} left out: they hang or "
-                             f"crash), model+ffa.c+TF-A+judge incl. TF-A's table read each op, {reps} repetitions"))
-        except ToolError as e:
-            rows.append(_row(name, None, "scenario executions/s/core", "", f"el2 --el3 tf-a unavailable: {str(e)[:200]}"))
+        rows.append(_differential_row(
+            reps, log, f"EL2 differential, 4K, {label}", preset, "kconform-bench-el2-4k", "^BM_El2Differential/",
+            "left out: they hang or crash the in-process ffa.c), model+ffa.c+judge", "EL2 target"))
+    if "spmc" in sel:  # TF-A's EL3 SPMC straight from the Normal world (default build)
+        rows.append(_differential_row(
+            reps, log, "SPMC differential (TF-A EL3 SPMC), 4K, plain", "default", "kconform-bench-spmc", None,
+            "left out), SPMC-side model+TF-A+judge incl. the table read each op", "spmc target"))
+    if "el2-tfa" in sel:  # pKVM's ffa.c with TF-A's EL3 SPMC behind it (run --target el2 --el3 tf-a)
+        rows.append(_differential_row(
+            reps, log, "EL2 differential with TF-A's EL3 SPMC (--el3 tf-a), 4K, plain", "default",
+            "kconform-bench-el2-4k", "BM_El2TfaDifferential",
+            "left out: they hang or crash), model+ffa.c+TF-A+judge incl. TF-A's table read each op",
+            "el2 --el3 tf-a"))
     if "gmem" in sel:
         rows.append(_gmem_row(reps, log))
     if "linearize" in sel:
@@ -147,6 +123,21 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
     if "qemu" in sel:
         rows += _qemu_rows(reps, log)
     return rows
+
+
+def _differential_row(reps: int, log, name: str, preset: str, binary: str, only: str | None, what: str,
+                      target: str) -> dict:
+    """One differential benchmark of harness/bench over corpora/ffa (4K): scenario
+    executions per second on one core, or the row skipped with why."""
+    unit = "scenario executions/s/core"
+    try:
+        build_preset(preset, targets=[binary], log=log)
+        m = _gbench(build_dir(preset) / "harness" / "bench" / binary, reps, [REPO / "corpora" / "ffa"], only=only)
+    except ToolError as e:
+        return _row(name, None, unit, "", f"{target} unavailable: {str(e)[:200]}")
+    return _row(name, round(m["items_per_second"], 1), unit,
+                f"corpora/ffa runnable on 4K ({int(m['scenarios'])} scenarios, {m['ops_per_s']:.0f} ops/s; "
+                f"{int(m.get('crashed', 0))} {what}, {reps} repetitions")
 
 
 def _qemu_rows(reps: int, log) -> list[dict]:
