@@ -70,7 +70,12 @@ bool TfaEl3::smc(const uint64_t in[8], uint64_t out[8], std::vector<InvariantBre
   if (f == F::Fault::kNone) return true;
   const uint32_t fn = fid & ~F::kSmc64Bit;
   const bool send = fn == F::kFnMemShare32 || fn == F::kFnMemLend32 || fn == F::kFnMemDonate32 || fn == F::kFnMemFragTx;
-  if (send && F::lie_about_send(f, fault_value_, out)) fault_ = 0;
+  if (send) {  // lie_about_send rewrites a whole SMC reply (x0-x17); TF-A's is x0-x7
+    uint64_t reply[F::kNumRegs] = {};
+    std::memcpy(reply, out, 8 * sizeof(uint64_t));
+    if (F::lie_about_send(f, fault_value_, reply)) fault_ = 0;
+    std::memcpy(out, reply, 8 * sizeof(uint64_t));
+  }
   if ((f == F::Fault::kPartCount || f == F::Fault::kPartSize) && fn == F::kFnPartitionInfoGet &&
       !(in[5] & F::kPartitionInfoCountOnly) && F::is_success(out)) {
     out[f == F::Fault::kPartCount ? 2 : 3] = fault_value_ & F::kW32;
