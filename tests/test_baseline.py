@@ -64,9 +64,31 @@ def test_matching_finding_is_baselined_and_others_are_new():
 
 
 def test_entry_that_no_longer_occurs_is_reported():
-    entries = [entry()]
+    entries = [entry(scenario="gmem/x*")]
     stale = baseline.apply(entries, [run_with(ran={"gmem/x"})])  # a scenario it names ran, clean
     assert stale == entries
+
+
+def test_an_every_scenario_entry_is_stale_only_where_its_rule_was_forbidden():
+    entries = [entry()]  # scenario "*": a deviation of the rule as such
+    quiet = run_with(ran={"gmem/x"})
+    quiet.rules["GMEM.A"].allowed = 5  # the rule came up, never on its forbidden side
+    assert baseline.apply(entries, [quiet]) == []
+    refused = run_with(ran={"gmem/x"})
+    refused.rules["GMEM.A"].forbidden = 1  # it did, and was not violated
+    assert baseline.apply(entries, [refused]) == entries
+
+
+def test_a_release_with_a_real_el3_needs_a_pattern_that_names_one():
+    model_el3 = entry(rule="FFA.A", target="el2", release="debian-*", scenario="ffa/x")
+    real_el3 = entry(rule="FFA.A", target="el2", release="*+tf-a-2.12.1", scenario="ffa/x")
+    f = Finding(rule="FFA.A", target="el2", release="debian-7.3.4-4k+tf-a-2.12.1", scenario="ffa/x", file="f.kcs",
+                index=0, op=1, call="mem_share", expected=[], observed="ok 0")
+    assert not baseline.matches(model_el3, f) and baseline.matches(real_el3, f)
+    f.release = "debian-7.3.4-4k"
+    assert baseline.matches(model_el3, f) and not baseline.matches(real_el3, f)
+    # the host target's kernel releases may hold a "+" (a local build): unaffected
+    assert baseline.release_matches("host", "6.18.0+", "6.18.*")
 
 
 def test_entry_for_another_release_is_not_stale():
