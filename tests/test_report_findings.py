@@ -278,15 +278,32 @@ def test_rerun_flags_of_each_target(monkeypatch, tmp_path):
     patch = tmp_path / "p.patch"
     patch.write_text("")
     monkeypatch.setattr(run_cmd.el2, "resolve_tree", lambda spec, apply, log: (tmp_path, "patched-debian-7.3.4-abc"))
-    monkeypatch.setattr(run_cmd.el2, "build", lambda tree, tid, sizes, sanitize, log:
-                        {p: Path(os.devnull) for p in sizes})
-    monkeypatch.setattr(run_cmd, "Engine", lambda binary: binary)
+    built_with = {}
+
+    def fake_build(tree, tid, sizes, sanitize, log, spmc_tree=None):
+        built_with["spmc_tree"] = spmc_tree
+        return {p: Path(os.devnull) for p in sizes}
+
+    class FakeEngine:
+        def __init__(self, binary):
+            self.binary = binary
+
+        def probe(self, family):
+            return {"release": "7.3.4-16k+tf-a-2.12.1"}, ""
+    monkeypatch.setattr(run_cmd.el2, "build", fake_build)
+    monkeypatch.setattr(run_cmd, "Engine", FakeEngine)
     plans = run_cmd._plan_el2(args(scenarios=[str(REPO / "corpora" / "ffa")], apply=str(patch),
                                    page_size=["16K"], asan=True), log)
     (p16,) = plans
-    assert p16.release == "patched-debian-7.3.4-abc-16k"
+    assert p16.release == "patched-debian-7.3.4-abc-16k" and p16.target == "el2"
     assert p16.rerun == ["--target", "el2", "--tree", "debian:7.3", "--apply", run_cmd.shown_path(patch),
                          "--page-size", "16K", "--asan"]
+    assert built_with["spmc_tree"] is None
+    # --el3 tf-a: TF-A's tree built in, family el2-tfa, the release names the EL3, the re-run says it.
+    (t16,) = run_cmd._plan_el2(args(scenarios=[str(REPO / "corpora" / "ffa")], page_size=["16K"], el3="tf-a"), log)
+    assert t16.target == "el2-tfa" and t16.release == "patched-debian-7.3.4-abc-16k+tf-a-2.12.1"
+    assert t16.rerun[-2:] == ["--el3", "tf-a"]
+    assert built_with["spmc_tree"] == "debian-src:arm-trusted-firmware"
 
     (q,) = run_cmd._plan_qemu(args(kernel=str(tmp_path / "bzImage"), accel="kvm", target=["qemu"]), log)
     assert q.rerun == ["--target", "qemu", "--kernel", run_cmd.shown_path(tmp_path / "bzImage"), "--accel", "kvm"]
