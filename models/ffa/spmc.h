@@ -65,6 +65,10 @@ struct SpmcConfig {
   // FFA_MEM_DONATE (DEN0077: optional): without it DONATE and FFA_FEATURES of
   // it are NOT_SUPPORTED (TF-A's EL3 SPMC has none).
   bool donate = true;
+  // What SPMC:TABLE compares of the table (spmc_view.h): the full view, or
+  // SPMC:TABLE-PAGES, the pages view, for an SPMC that keeps only the pages of
+  // a transaction and whether it is in use (OP-TEE's S-EL1 SPMC).
+  bool table_pages_view = false;
 };
 
 struct Transaction {
