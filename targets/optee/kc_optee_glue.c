@@ -85,7 +85,7 @@ bool core_pbuf_is(uint32_t attr, paddr_t pbuf, size_t len)
 		return true;
 	switch (attr) {
 	case CORE_MEM_NON_SEC:  /* the NS DDR the platform registered */
-		return kc_optee_ns(pbuf) && kc_optee_ns(pbuf + len - 1) &&
+		return kc_optee_ns_ddr(pbuf) && kc_optee_ns_ddr(pbuf + len - 1) &&
 		       pbuf + len > pbuf;
 	default:
 		kc_optee_fatal("core_pbuf_is: attribute not modelled");

@@ -12,7 +12,7 @@ extern "C" {
 #define KC_NORETURN _Noreturn
 #endif
 
-#define KC_NS_RAM_PA    0x80000000ULL      /* the el2 target's layout */
+#define KC_NS_RAM_PA    0x80000000ULL      /* the gtest's layout (the target passes its own) */
 #define KC_NS_RAM_PAGES 68
 #define KC_SHM_VA_SIZE  (32u << 20)        /* core_mmu.c: SHM_VASPACE_SIZE */
 #define KC_PAGE         4096u
@@ -21,10 +21,15 @@ extern "C" {
 struct kc_optee_regs { uint64_t a[18]; };
 
 /* host side (kc_optee_host.c) */
-int kc_optee_init(void);                          /* 0, or -1 if OP-TEE panicked */
+/* Boots OP-TEE once per process: NS RAM [base, base + bytes) (a memfd, the Normal
+ * world's memory), of which [ddr_base, ddr_base + ddr_bytes) is the NS DDR the
+ * platform registers (core_pbuf_is(CORE_MEM_NON_SEC)). 0, or -1 (OP-TEE panicked,
+ * or booted already). */
+int kc_optee_init(uint64_t base, uint64_t bytes, uint64_t ddr_base, uint64_t ddr_bytes);
 int kc_optee_smc(struct kc_optee_regs *r);        /* 0, or -1 if OP-TEE panicked */
 int kc_optee_guarded(void (*fn)(void *), void *arg);   /* runs fn; -1 if OP-TEE panicked */
 void *kc_optee_ns(uint64_t pa);                   /* Normal-world view of NS RAM */
+int kc_optee_ns_ddr(uint64_t pa);                 /* pa is in the NS DDR */
 KC_NORETURN void kc_optee_fatal(const char *what);  /* ends the call (longjmp) */
 void kc_optee_log(const char *s);
 uintptr_t kc_optee_shm_va_base(void);
@@ -57,6 +62,7 @@ struct kc_optee_snapshot;
 struct kc_optee_snapshot *kc_optee_snapshot_save(void);
 void kc_optee_snapshot_load(const struct kc_optee_snapshot *s);
 void kc_optee_snapshot_free(struct kc_optee_snapshot *s);
+size_t kc_optee_snapshot_bytes(void);
 
 struct kc_optee_counters {
 	unsigned long spmd_calls, notif_events, log_lines, map_calls, unmap_calls;

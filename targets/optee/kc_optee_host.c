@@ -12,7 +12,10 @@
 
 struct kc_optee_counters kc_optee_counters;
 static int ram_fd = -1;
+size_t kc_optee_snapshot_bytes(void);
 static uint8_t *ns_view;            /* the Normal world's view */
+static uint64_t ns_base, ns_bytes;  /* the NS RAM: [ns_base, ns_base + ns_bytes) */
+static uint64_t ns_ddr_base, ns_ddr_bytes;  /* of it, what the platform registers as NS DDR */
 static uint8_t *shm_va;             /* OP-TEE's MEM_AREA_SHM_VASPACE */
 static uint64_t shm_pa[KC_SHM_VA_SIZE / KC_PAGE];   /* 0: not mapped */
 static jmp_buf *fatal_jmp;
@@ -37,9 +40,14 @@ _Noreturn void kc_optee_fatal(const char *what)
 
 void *kc_optee_ns(uint64_t pa)
 {
-	if (pa < KC_NS_RAM_PA || pa >= KC_NS_RAM_PA + KC_NS_RAM_PAGES * (uint64_t)KC_PAGE)
+	if (pa < ns_base || pa - ns_base >= ns_bytes)
 		return NULL;
-	return ns_view + (pa - KC_NS_RAM_PA);
+	return ns_view + (pa - ns_base);
+}
+
+int kc_optee_ns_ddr(uint64_t pa)
+{
+	return pa >= ns_ddr_base && pa - ns_ddr_base < ns_ddr_bytes;
 }
 
 uintptr_t kc_optee_shm_va_base(void) { return (uintptr_t)shm_va; }
@@ -57,7 +65,7 @@ int kc_optee_shm_map(uintptr_t va, uint64_t pa, size_t pages)
 		if (shm_pa[i0 + i])
 			kc_optee_fatal("core_mmu: Page is already mapped");
 		if (mmap(shm_va + (i0 + i) * KC_PAGE, KC_PAGE, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED, ram_fd, p - KC_NS_RAM_PA) == MAP_FAILED)
+			 MAP_SHARED | MAP_FIXED, ram_fd, p - ns_base) == MAP_FAILED)
 			kc_optee_fatal("mmap");
 		shm_pa[i0 + i] = p;
 	}
@@ -119,12 +127,18 @@ static void do_init(void *unused)
 		kc_optee_fatal("initcall failed");
 }
 
-int kc_optee_init(void)
+int kc_optee_init(uint64_t base, uint64_t bytes, uint64_t ddr_base, uint64_t ddr_bytes)
 {
+	if (ram_fd >= 0)
+		return -1;   /* OP-TEE boots once per process */
+	ns_base = base;
+	ns_bytes = bytes;
+	ns_ddr_base = ddr_base;
+	ns_ddr_bytes = ddr_bytes;
 	ram_fd = memfd_create("kc-optee-ns-ram", 0);
-	if (ram_fd < 0 || ftruncate(ram_fd, KC_NS_RAM_PAGES * (off_t)KC_PAGE))
+	if (ram_fd < 0 || ftruncate(ram_fd, (off_t)bytes))
 		abort();
-	ns_view = mmap(NULL, KC_NS_RAM_PAGES * KC_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, ram_fd, 0);
+	ns_view = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ram_fd, 0);
 	shm_va = mmap(NULL, KC_SHM_VA_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (ns_view == MAP_FAILED || shm_va == MAP_FAILED)
 		abort();
@@ -156,10 +170,11 @@ static void raw_copy(uint8_t *d, const uint8_t *s, size_t n)
 		*(volatile uint8_t *)d++ = *s++;
 }
 
+/* OP-TEE's state: its sections and what its SHM VA space maps. Not the NS RAM:
+ * that is the Normal world's, which the harness restores itself. */
 struct kc_optee_snapshot {
 	uint8_t *sec[4];
 	uint64_t shm_pa[KC_SHM_VA_SIZE / KC_PAGE];
-	uint8_t ram[KC_NS_RAM_PAGES * KC_PAGE];
 };
 
 struct kc_optee_snapshot *kc_optee_snapshot_save(void)
@@ -171,7 +186,6 @@ struct kc_optee_snapshot *kc_optee_snapshot_save(void)
 	raw_copy(s->sec[i++], __start_##n, __stop_##n - __start_##n);
 	KC_SECTIONS(SAVE)
 	memcpy(s->shm_pa, shm_pa, sizeof(shm_pa));
-	memcpy(s->ram, ns_view, sizeof(s->ram));
 	return s;
 }
 
@@ -189,7 +203,15 @@ void kc_optee_snapshot_load(const struct kc_optee_snapshot *s)
 		if (s->shm_pa[p])
 			kc_optee_shm_map((uintptr_t)shm_va + p * KC_PAGE, s->shm_pa[p], 1);
 	}
-	memcpy(ns_view, s->ram, sizeof(s->ram));
+}
+
+size_t kc_optee_snapshot_bytes(void)
+{
+	size_t n = sizeof(struct kc_optee_snapshot);
+
+#define SIZE(x) n += __stop_##x - __start_##x;
+	KC_SECTIONS(SIZE)
+	return n;
 }
 
 void kc_optee_snapshot_free(struct kc_optee_snapshot *s)

@@ -90,7 +90,8 @@ std::vector<kc_optee_obj> table() {
 class Optee : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(kc_optee_init(), 0);
+    constexpr uint64_t kBytes = KC_NS_RAM_PAGES * kPage;
+    ASSERT_EQ(kc_optee_init(KC_NS_RAM_PA, kBytes, KC_NS_RAM_PA, kBytes), 0);
     // The Normal world's FFA_VERSION reaches an S-EL1 SPMC as the SPMD's
     // framework message (DEN0077 v1.2 "FFA_VERSION" forwarded by the SPMD).
     Regs v = smc(kFnDirectReq32, (uint64_t{kSpmdId} << 16) | kSpmcId, kFrameworkVersionReq, 0x10001);
