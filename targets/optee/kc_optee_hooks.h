@@ -39,17 +39,19 @@ int kc_optee_shm_pa_of(uintptr_t va, uint64_t *pa);
 unsigned int kc_optee_mobj_inactive_count(void);
 
 /* OP-TEE's table of shared objects (mobj_ffa.c's two lists, kc_optee_mobj_unit.c):
- * active = on shm_head (in use by OP-TEE), else on shm_inactive_head */
-#define KC_OPTEE_OBJ_PAGES 68
+ * active = on shm_head (in use by OP-TEE), else on shm_inactive_head. The pages of
+ * object i are pages[pages_at, pages_at + npages) of the caller's page buffer. */
 struct kc_optee_obj {
 	uint64_t cookie;
 	bool active, registered_by_cookie, ns_shm;
 	unsigned int refc, inactive_refs;
 	uint16_t page_offset;
-	size_t npages;
-	uint64_t pages[KC_OPTEE_OBJ_PAGES];   /* PAs, the first npages */
+	size_t npages, pages_at;
 };
-size_t kc_optee_table(struct kc_optee_obj *out, size_t max);  /* returns the count (may be > max) */
+/* Returns the count of objects (may be > max) and in *npages the pages they hold
+ * (may be > pages_max); fills what fits. */
+size_t kc_optee_table(struct kc_optee_obj *out, size_t max, uint64_t *pages, size_t pages_max,
+		      size_t *npages);
 
 /* OP-TEE as borrower (kc_optee_ops.c): mobj_ffa_get_by_cookie + mobj_inc_map; 0, -1 refused,
  * -2 OP-TEE panicked */

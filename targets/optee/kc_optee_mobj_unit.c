@@ -20,35 +20,48 @@ unsigned int kc_optee_mobj_inactive_count(void)
 	return n;
 }
 
-static size_t walk(struct mobj_ffa_head *head, bool active, struct kc_optee_obj *out,
-		   size_t n, size_t max)
+struct walk_out {
+	struct kc_optee_obj *out;
+	size_t n, max;
+	uint64_t *pages;
+	size_t np, pages_max;
+};
+
+static void walk(struct mobj_ffa_head *head, bool active, struct walk_out *w)
 {
 	struct mobj_ffa *mf = NULL;
 
 	SLIST_FOREACH(mf, head, link) {
-		struct kc_optee_obj *o = out + n;
+		struct kc_optee_obj o = { .cookie = mf->cookie, .active = active,
+					  .registered_by_cookie = mf->registered_by_cookie,
+					  .refc = refcount_val(&mf->mobj.refc),
+					  .inactive_refs = mf->inactive_refs, .pages_at = w->np };
 
-		if (n++ >= max)
-			continue;
-		*o = (struct kc_optee_obj){ .cookie = mf->cookie, .active = active,
-					    .registered_by_cookie = mf->registered_by_cookie,
-					    .refc = refcount_val(&mf->mobj.refc),
-					    .inactive_refs = mf->inactive_refs };
 		if (is_mobj_ffa_shm(&mf->mobj)) {
 			struct mobj_ffa_shm *s = to_mobj_ffa_shm(&mf->mobj);
 			size_t np = ROUNDUP_DIV(s->page_offset + mf->mobj.size, SMALL_PAGE_SIZE);
 
-			o->ns_shm = true;
-			o->page_offset = s->page_offset;
-			o->npages = np;
-			for (size_t i = 0; i < np && i < KC_OPTEE_OBJ_PAGES; i++)
-				o->pages[i] = s->pages[i];
+			o.ns_shm = true;
+			o.page_offset = s->page_offset;
+			o.npages = np;
+			for (size_t i = 0; i < np; i++, w->np++)
+				if (w->np < w->pages_max)
+					w->pages[w->np] = s->pages[i];
 		}
+		if (w->n < w->max)
+			w->out[w->n] = o;
+		w->n++;
 	}
-	return n;
 }
 
-size_t kc_optee_table(struct kc_optee_obj *out, size_t max)
+size_t kc_optee_table(struct kc_optee_obj *out, size_t max, uint64_t *pages, size_t pages_max,
+		      size_t *npages)
 {
-	return walk(&shm_inactive_head, false, out, walk(&shm_head, true, out, 0, max), max);
+	struct walk_out w = { .out = out, .max = max, .pages = pages, .pages_max = pages_max };
+
+	walk(&shm_head, true, &w);
+	walk(&shm_inactive_head, false, &w);
+	if (npages)
+		*npages = w.np;
+	return w.n;
 }

@@ -1,6 +1,7 @@
 // OpteeFfaTarget: FF-A scenarios into OP-TEE's S-EL1 SPMC (optee_ffa_target.h).
 #include "targets/optee/optee_ffa_target.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -71,8 +72,8 @@ const char* OpteeFfaTarget::tree_version() { return KC_OPTEE_VERSION; }
 // OP-TEE 4.10.0 as an S-EL1 SPMC without CFG_SECURE_PARTITION: one endpoint,
 // its own (0x8001, thread_spmc.c spmc_init: my_endpoint_id = FFA_ID_GET + 1);
 // FFA_VERSION answers v1.2 (thread_spmc.c: my_version / FFA_VERSION_1_2); no
-// FFA_MEM_DONATE, FFA_MEM_RECLAIM2 (thread_spmc.c thread_spmc_msg_recv's switch
-// has neither); several sends in flight (its frag_state_head list); its table in
+// FFA_MEM_DONATE, FFA_MEM_RECLAIM2 or hypervisor retrieve request
+// (thread_spmc.c thread_spmc_msg_recv's switch has none of them); several sends in flight (its frag_state_head list); its table in
 // the pages view (SPMC:TABLE-PAGES).
 void OpteeFfaTarget::model_config(F::SpmcConfig* c) {
   c->version = kVersion;
@@ -83,6 +84,7 @@ void OpteeFfaTarget::model_config(F::SpmcConfig* c) {
   c->donate = false;
   c->one_send_in_flight = false;
   c->table_pages_view = true;
+  c->hyp_retrieve = false;  // SPMC:HYP-RETRIEVE-OPTIONAL
 }
 
 OpteeFfaTarget::OpteeFfaTarget(uint64_t page_size) {
@@ -171,27 +173,35 @@ void OpteeFfaTarget::begin(const Scenario&) {
   breaks_.clear();
 }
 
-uint64_t OpteeFfaTarget::table_digest() {
-  size_t n = kc_optee_table(table_.data(), table_.size());
-  if (n > table_.size()) {
-    table_.resize(n);
-    n = kc_optee_table(table_.data(), table_.size());
+// OP-TEE's table now: the objects in table_, their pages in pages_.
+size_t OpteeFfaTarget::read_table() {
+  size_t np = 0;
+  size_t n = kc_optee_table(table_.data(), table_.size(), pages_.data(), pages_.size(), &np);
+  if (n > table_.size() || np > pages_.size()) {
+    table_.resize(std::max(n, table_.size()));
+    pages_.resize(std::max(np, pages_.size()));
+    n = kc_optee_table(table_.data(), table_.size(), pages_.data(), pages_.size(), &np);
   }
+  return n;
+}
+
+uint64_t OpteeFfaTarget::table_digest() {
+  const size_t n = read_table();
   std::vector<F::SpmcPagesEntry> v;
   for (size_t i = 0; i < n; ++i) {
     const kc_optee_obj& o = table_[i];
     F::SpmcPagesEntry e;
     e.retrieved = o.active;  // on shm_head: OP-TEE (the receiver) uses it
-    for (size_t k = 0; k < o.npages && k < KC_OPTEE_OBJ_PAGES; ++k) e.pages.push_back(o.pages[k]);
+    e.pages.assign(pages_.begin() + o.pages_at, pages_.begin() + o.pages_at + o.npages);
     v.push_back(std::move(e));
   }
   return F::spmc_pages_digest(std::move(v));
 }
 
 size_t OpteeFfaTarget::count_handle(uint64_t h) {
-  const size_t n = kc_optee_table(table_.data(), table_.size());
+  const size_t n = read_table();
   size_t c = 0;
-  for (size_t i = 0; i < n && i < table_.size(); ++i) c += table_[i].cookie == h;
+  for (size_t i = 0; i < n; ++i) c += table_[i].cookie == h;
   return c;
 }
 

@@ -76,6 +76,8 @@ class OpteeFfaTarget final : public Target, public InvariantSource {
   TargetIdentity identity_;
   kc_optee_snapshot* snapshot_ = nullptr;
   std::vector<kc_optee_obj> table_ = std::vector<kc_optee_obj>(64);
+  std::vector<uint64_t> pages_ = std::vector<uint64_t>(4096);
+  size_t read_table();
   std::vector<std::pair<uint64_t, uint64_t>> dirty_;
   // Per scenario.
   std::vector<uint64_t> handles_;  // HARNESS:SLOTS

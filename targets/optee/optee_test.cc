@@ -81,9 +81,11 @@ uint32_t transaction(uint16_t receiver, uint16_t attrs, uint64_t base, uint32_t 
 // Normal memory, write-back cacheable, inner shareable (DEN0077 "Memory region attributes").
 constexpr uint16_t kNormalWbIs = 0x2f;
 
+std::vector<uint64_t> g_pages(4096);
 std::vector<kc_optee_obj> table() {
   std::vector<kc_optee_obj> t(64);
-  t.resize(kc_optee_table(t.data(), t.size()));
+  size_t np = 0;
+  t.resize(kc_optee_table(t.data(), t.size(), g_pages.data(), g_pages.size(), &np));
   return t;
 }
 
@@ -118,8 +120,8 @@ TEST_F(Optee, ShareLandsInTheTable) {
   EXPECT_EQ(t[0].cookie, r.handle());
   EXPECT_FALSE(t[0].active);
   ASSERT_EQ(t[0].npages, 2u);
-  EXPECT_EQ(t[0].pages[0], kShared);
-  EXPECT_EQ(t[0].pages[1], kShared + kPage);
+  EXPECT_EQ(g_pages[t[0].pages_at], kShared);
+  EXPECT_EQ(g_pages[t[0].pages_at + 1], kShared + kPage);
   // FFA_MEM_RECLAIM of a handle nobody uses: SUCCESS, the table is empty again.
   EXPECT_EQ(smc(kFnMemReclaim, r.w(2), r.w(3)).w(0), kFnSuccess32);
   EXPECT_TRUE(table().empty());
