@@ -65,6 +65,9 @@ struct kc_optee_snapshot *kc_optee_snapshot_save(void);
 void kc_optee_snapshot_load(const struct kc_optee_snapshot *s);
 void kc_optee_snapshot_free(struct kc_optee_snapshot *s);
 size_t kc_optee_snapshot_bytes(void);
+/* OP-TEE's state as a snapshot holds it (sections, SHM mappings) copied to out
+ * (NULL: only the size); for tests of exact restore */
+size_t kc_optee_state_bytes(uint8_t *out);
 
 struct kc_optee_counters {
 	unsigned long spmd_calls, notif_events, log_lines, map_calls, unmap_calls;

@@ -205,6 +205,18 @@ void kc_optee_snapshot_load(const struct kc_optee_snapshot *s)
 	}
 }
 
+size_t kc_optee_state_bytes(uint8_t *out)
+{
+	size_t n = 0;
+
+#define STATE(x) if (out) raw_copy(out + n, __start_##x, __stop_##x - __start_##x); \
+	n += __stop_##x - __start_##x;
+	KC_SECTIONS(STATE)
+	if (out)
+		memcpy(out + n, shm_pa, sizeof(shm_pa));
+	return n + sizeof(shm_pa);
+}
+
 size_t kc_optee_snapshot_bytes(void)
 {
 	size_t n = sizeof(struct kc_optee_snapshot);
