@@ -38,5 +38,5 @@ def test_tfa_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_reviewed(t
 def test_a_page_size_and_an_unknown_spmc_are_flags(tmp_path):
     code, doc = run_json(tmp_path, "--page-size", "4K", "corpora/ffa/smoke.kcs")
     assert [run["target"]["release"].rsplit("-", 1)[1] for run in doc["runs"]] == ["4k"]
-    r = kconform("run", "--target", "spmc", "--spmc", "op-tee", "corpora/ffa/smoke.kcs")
+    r = kconform("run", "--target", "spmc", "--spmc", "hafnium", "corpora/ffa/smoke.kcs")
     assert r.returncode == 2 and "--spmc" in r.stderr

@@ -462,9 +462,13 @@ void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, cons
       mem_send(MemKind::kDonate, r);
       return lie(r);
     case kFnMemFragTx: frag_tx(r); return lie(r);
-    case kFnMemFragRx: return frag_rx(r);
+    case kFnMemFragRx:
+      if (!cfg_.hyp_retrieve) return r.error(kNotSupported);  // SPMC:HYP-RETRIEVE-OPTIONAL
+      return frag_rx(r);
     case kFnMemRetrieveReq32:
-    case kFnMemRetrieveReq64: return retrieve_req(r);
+    case kFnMemRetrieveReq64:
+      if (!cfg_.hyp_retrieve) return r.error(kNotSupported);  // SPMC:HYP-RETRIEVE-OPTIONAL
+      return retrieve_req(r);
     case kFnMemReclaim: return reclaim(r);
     default:
       if (fid == kReclaim2.fid && cfg_.reclaim2) return reclaim2(r);
@@ -546,9 +550,11 @@ void Spmc::features(Reply& r) const {
     case kFnError: case kFnSuccess32: case kFnVersion: case kFnFeatures: case kFnRxRelease:
     case kFnRxtxMap32: case kFnRxtxMap64: case kFnRxtxUnmap: case kFnPartitionInfoGet:
     case kFnIdGet: case kFnSpmIdGet: case kFnMemShare32: case kFnMemShare64: case kFnMemLend32:
-    case kFnMemLend64: case kFnMemRetrieveReq32:
-    case kFnMemRetrieveReq64: case kFnMemReclaim: case kFnMemFragRx: case kFnMemFragTx:
+    case kFnMemLend64: case kFnMemReclaim: case kFnMemFragTx:
       return r.success(0);  // RXTX_MAP: w2[1:0] = 0, 4K minimum buffer
+    case kFnMemRetrieveReq32: case kFnMemRetrieveReq64: case kFnMemFragRx:
+      if (cfg_.hyp_retrieve) return r.success(0);
+      return r.error(kNotSupported);  // SPMC:HYP-RETRIEVE-OPTIONAL
     case kFnMemDonate32: case kFnMemDonate64:
       if (cfg_.donate) return r.success(0);
       return r.error(kNotSupported);

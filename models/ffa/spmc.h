@@ -65,6 +65,15 @@ struct SpmcConfig {
   // FFA_MEM_DONATE (DEN0077: optional): without it DONATE and FFA_FEATURES of
   // it are NOT_SUPPORTED (TF-A's EL3 SPMC has none).
   bool donate = true;
+  // What SPMC:TABLE compares of the table (spmc_view.h): the full view, or
+  // SPMC:TABLE-PAGES, the pages view, for an SPMC that keeps only the pages of
+  // a transaction and whether it is in use (OP-TEE's S-EL1 SPMC).
+  bool table_pages_view = false;
+  // SPMC:HYP-RETRIEVE-OPTIONAL: the hypervisor retrieve request (FFA_MEM_RETRIEVE_REQ
+  // from the Normal world, SPMC:HYP-RETRIEVE-REQ, and FFA_MEM_FRAG_RX, which only
+  // reads its response). Without it these calls and FFA_FEATURES of them are
+  // NOT_SUPPORTED (OP-TEE's S-EL1 SPMC has none).
+  bool hyp_retrieve = true;
 };
 
 struct Transaction {

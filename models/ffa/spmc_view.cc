@@ -60,10 +60,42 @@ std::span<const Constituent> spmc_view_ranges(const Transaction& t) {
   return {t.ranges, t.n_ranges < kMaxRanges ? t.n_ranges : kMaxRanges};
 }
 
+uint64_t spmc_pages_digest(std::vector<SpmcPagesEntry> v) {
+  std::vector<std::vector<uint8_t>> recs;
+  for (const SpmcPagesEntry& e : v) {
+    std::vector<uint8_t> r;
+    auto put = [&r](uint64_t x, int n) {
+      for (int k = 0; k < n; ++k) r.push_back(static_cast<uint8_t>(x >> (8 * k)));
+    };
+    put(e.retrieved, 1);
+    put(e.pages.size(), 4);
+    for (uint64_t a : e.pages) put(a, 8);
+    recs.push_back(std::move(r));
+  }
+  std::sort(recs.begin(), recs.end());
+  Fnv1a h;
+  h.u32(static_cast<uint32_t>(recs.size()));
+  for (const auto& r : recs) h.bytes(r.data(), r.size());
+  return h.h;
+}
+
 uint64_t spmc_view_digest(const Spmc& s, TableOverlay o) {
   auto entry = [&](uint32_t i) -> const Transaction& {
     return static_cast<int32_t>(i) == o.slot ? *o.tx : s.slot(i);
   };
+  if (s.config().table_pages_view) {
+    std::vector<SpmcPagesEntry> v;
+    for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+      const Transaction& t = entry(i);
+      if (!t.live || !t.complete) continue;
+      SpmcPagesEntry e;
+      e.retrieved = t.any_retrieved();
+      for (const Constituent& c : spmc_view_ranges(t))
+        for (uint32_t k = 0; k < c.pages; ++k) e.pages.push_back(c.address + uint64_t{k} * 4096);
+      v.push_back(std::move(e));
+    }
+    return spmc_pages_digest(std::move(v));
+  }
   // The live slots in ascending handle order (insertion sort: 16 at most).
   uint32_t order[kMaxTransactions];
   uint32_t n = 0;

@@ -74,6 +74,20 @@ uint64_t spmc_view_digest(const Spmc& s, TableOverlay o = {});
 // (the SPMC:TABLE digest of EL3's table: spmc_view_digest).
 uint64_t state_digest_table_view(std::span<const uint8_t> host_views, uint64_t table_digest);
 
+// SPEC.md SPMC:TABLE-PAGES, the pages view (SpmcConfig::table_pages_view): of
+// each complete live transaction only whether a borrower holds it and its
+// pages, the 4K page addresses of its constituents in order; the transactions
+// as a multiset (handles and their order left out).
+//
+//   state = FNV-1a-64 over: u32 n (complete live transactions), then the
+//   records sorted by their bytes, each: u8 retrieved, u32 n_pages,
+//   n_pages x u64 address.
+struct SpmcPagesEntry {
+  bool retrieved = false;
+  std::vector<uint64_t> pages;
+};
+uint64_t spmc_pages_digest(std::vector<SpmcPagesEntry> v);
+
 inline uint64_t spmc_view_digest(std::vector<SpmcViewEntry> v) {
   std::sort(v.begin(), v.end(), [](const SpmcViewEntry& a, const SpmcViewEntry& b) { return a.handle < b.handle; });
   Fnv1a h;

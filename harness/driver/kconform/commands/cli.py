@@ -80,9 +80,11 @@ def _add_run(sub) -> None:
                         "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine, "
                         "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default; "
                         "spmc = FF-A straight into a real SPMC compiled for this machine, see --spmc)")
-    p.add_argument("--spmc", choices=("tf-a",), default="tf-a",
+    p.add_argument("--spmc", choices=("tf-a", "op-tee"), default="tf-a",
                    help="spmc: which SPMC implementation (tf-a: TF-A's EL3 SPMC from the TF-A tree "
-                        "./kconform build fetched, debian-src:arm-trusted-firmware, or its --spmc-tree)")
+                        "./kconform build fetched, debian-src:arm-trusted-firmware, or its --spmc-tree; "
+                        "op-tee: OP-TEE's S-EL1 SPMC behind a stand-in of TF-A's SPMD, from "
+                        "debian-src:optee-os, which ./kconform build fetches when it can)")
     p.add_argument("--el3", choices=("model", "tf-a"), default="model",
                    help="el2: what answers ffa.c's SMCs (model: the FF-A model's SPMC, the default; "
                         "tf-a: TF-A's EL3 SPMC from debian-src:arm-trusted-firmware, built into the "

@@ -220,18 +220,28 @@ def spmc_release(impl: str, version: str, page_size: int) -> str:
 
 
 def _plan_spmc(args, log) -> list[Plan]:
-    """FF-A scenarios straight into a real SPMC (targets/spmc), judged by the SPMC-side
-    model: one plan per --page-size, all in the default build's kconform-runner-spmc."""
+    """FF-A scenarios straight into a real SPMC (targets/spmc: TF-A's; targets/optee with
+    --spmc op-tee: OP-TEE's), judged by the SPMC-side model: one plan per --page-size, all
+    in the default build's kconform-runner-spmc (kconform-runner-optee)."""
     files = scenario_files(args.scenarios, "ffa")
     if not files:
         return []
     if args.fault:
         raise ToolError("flag --fault: the spmc target has no fault wrappers (the SPMC is EL3 itself)")
     impl = getattr(args, "spmc", None) or "tf-a"
-    binary = runner_binary("default").with_name("kconform-runner-spmc")
-    if not binary.exists():
-        raise ToolError(f"target spmc: {shown_path(binary)} was not built: the default build has no TF-A "
-                        "tree (./kconform build fetches debian-src:arm-trusted-firmware; see its warning)")
+    if impl == "op-tee":  # OP-TEE's S-EL1 SPMC (targets/optee), its own runner and families
+        binary = runner_binary("default").with_name("kconform-runner-optee")
+        family = "spmc-optee"
+        if not binary.exists():
+            raise ToolError(f"target spmc --spmc op-tee: {shown_path(binary)} was not built: the default build "
+                            "has no OP-TEE tree (./kconform build fetches debian-src:optee-os, which only "
+                            "Debian sid has; see its warning)")
+    else:
+        binary = runner_binary("default").with_name("kconform-runner-spmc")
+        family = "spmc"
+        if not binary.exists():
+            raise ToolError(f"target spmc: {shown_path(binary)} was not built: the default build has no TF-A "
+                            "tree (./kconform build fetches debian-src:arm-trusted-firmware; see its warning)")
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K", "16K"])]
     watchdog = getattr(args, "watchdog", None)
     if watchdog is not None and not watchdog >= 0:
@@ -240,10 +250,10 @@ def _plan_spmc(args, log) -> list[Plan]:
     engine = Engine(binary)
     plans = []
     for p in sizes:
-        ident, why = engine.probe(f"spmc-{p // 1024}k")
+        ident, why = engine.probe(f"{family}-{p // 1024}k")
         if not ident:
             raise ToolError(f"target spmc: {why}")
-        plans.append(Plan(f"spmc-{ident['release']}", engine, f"spmc-{p // 1024}k", files,
+        plans.append(Plan(f"spmc-{ident['release']}", engine, f"{family}-{p // 1024}k", files,
                           release=ident["release"],
                           rerun=["--target", "spmc", "--spmc", impl, "--page-size", f"{p // 1024}K"] + extra,
                           watchdog=watchdog))

@@ -1,4 +1,4 @@
-"""`kconform tree fetch|check|list|patch`: kernel trees (and TF-A's, debian-src:) in the
+"""`kconform tree fetch|check|list|patch`: kernel trees (and TF-A's and OP-TEE's, debian-src:) in the
 cache, a local one checked, a patched copy."""
 
 from __future__ import annotations
@@ -25,12 +25,16 @@ def cmd_tree(args, console: Console) -> int:
         try:
             trees.parse_spec(args.spec)
         except trees.TreeError as e:
-            raise trees.TreeError(f"{e}; or a TF-A tree: {', '.join(source_trees.PREFIX + p for p in source_trees.SOURCE_TREES)}") from None
+            raise trees.TreeError(f"{e}; or a firmware tree: {', '.join(source_trees.PREFIX + p for p in source_trees.SOURCE_TREES)}") from None
         print(tree_fetch.fetch(args.spec, progress=_progress, refresh=args.refresh))
     elif args.tree_command == "check":
         if (Path(args.path) / "services" / "std_svc").is_dir():  # a TF-A tree
             tfa = source_trees.check_tfa(args.path)
             print(f"{tfa.path}: TF-A {tfa.version}, {len(source_trees.TFA_NEEDED_PATHS)} needed files present")
+            return 0
+        if (Path(args.path) / "core" / "arch" / "arm" / "kernel").is_dir():  # an OP-TEE tree
+            optee = source_trees.check_optee(args.path)
+            print(f"{optee.path}: OP-TEE {optee.version}, {len(source_trees.OPTEE_NEEDED_PATHS)} needed files present")
             return 0
         info = trees.check(args.path)
         print(f"{info.path}: linux {info.version}, {len(info.present)} needed files present")

@@ -6,7 +6,9 @@ CMake never calls the driver: before configuring, the kernel tree of the EL2
 target is fetched here (a debian:X.Y spec; debian:7.3 unless the caller names
 another) and checked, and its path is passed as KCONFORM_KERNEL_TREE; for the
 engine's presets, the TF-A tree of the SPMC target likewise
-(debian-src:arm-trusted-firmware) as KCONFORM_TFA_TREE.
+(debian-src:arm-trusted-firmware) as KCONFORM_TFA_TREE, and the OP-TEE tree of the
+OP-TEE SPMC (debian-src:optee-os) as KCONFORM_OPTEE_TREE: never required, a failure
+to fetch it is a warning and the build goes on without targets/optee.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kconform.sources import source_trees, tree_fetch, trees
 Log = Callable[[str], None]
 TREE_VARIABLE = "KCONFORM_KERNEL_TREE"
 SPMC_TREE_VARIABLE = "KCONFORM_TFA_TREE"
+OPTEE_TREE_VARIABLE = "KCONFORM_OPTEE_TREE"
 
 
 def cache_value(build: Path, name: str) -> str | None:
@@ -69,6 +72,10 @@ KERNEL_TREE = TreeKind("kernel tree for the EL2 target", lambda t: t.startswith(
 TFA_TREE = TreeKind("TF-A tree for the SPMC target", lambda t: source_trees.is_source_spec(t),
                     lambda t: source_trees.cached(t),
                     lambda t, progress: source_trees.fetch(t, progress=progress), lambda p: source_trees.check_tfa(p))
+OPTEE_TREE = TreeKind("OP-TEE tree for the SPMC target (--spmc op-tee)", lambda t: source_trees.is_source_spec(t),
+                      lambda t: source_trees.cached(t),
+                      lambda t, progress: source_trees.fetch(t, progress=progress),
+                      lambda p: source_trees.check_optee(p))
 
 
 def _checked(kind: TreeKind, tree: str | os.PathLike, required: bool, offline: bool, log: Log) -> Path | None:
@@ -102,13 +109,24 @@ def _checked_spmc_tree(tree: str | os.PathLike, offline: bool, log: Log,
     return _checked(TFA_TREE, tree, required, offline, log)
 
 
+def _checked_optee_tree(tree: str | os.PathLike, offline: bool, log: Log) -> Path | None:
+    """The OP-TEE tree of targets/optee (debian-src:optee-os or a path). Never required:
+    any failure to fetch or check it is a warning, and the build goes on without it."""
+    try:
+        return _checked(OPTEE_TREE, tree, False, offline, log)
+    except ToolError as e:  # not a TreeError (say, the disk): still not this build's failure
+        log(f"kconform: no {OPTEE_TREE.what} ({str(e).splitlines()[0]}); building without it")
+        return None
+
+
 def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
                 generator: str = "Ninja", definitions: dict[str, str] | None = None,
                 targets: list[str] | None = None,
                 tree: str | os.PathLike | None = trees.DEFAULT_TREE, tree_required: bool = False,
                 spmc_tree: str | os.PathLike | None = None, spmc_tree_required: bool = False,
                 reconfigure: bool = True, jobs: int | None = None, what: str | None = None,
-                build_hint: str = "", log: Log = print) -> Path:
+                build_hint: str = "", log: Log = print,
+                optee_tree: str | os.PathLike | None = None) -> Path:
     """Configures build (from source with generator, or from a CMake preset, plus the
     cache definitions and the checked kernel tree) and builds targets (all if None).
 
@@ -117,7 +135,9 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     re-runs the configure step itself when CMake files change. spmc_tree (the engine's
     presets pass one) is the TF-A tree of targets/spmc, handled the same way; a build
     folder configured before targets/spmc existed (no KCONFORM_TFA_TREE at all) is
-    configured again with it, fetched if need be.
+    configured again with it, fetched if need be. optee_tree (the engine's presets pass
+    one) is the OP-TEE tree of targets/optee, handled like an spmc_tree that is not
+    required.
 
     The build folder is locked (build/.kconform.lock) from the configure decision to the
     end of the build: a second kconform on the same folder waits for the first.
@@ -128,7 +148,7 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     with locks.locked(build / locks.LOCK_NAME, f"the build folder {rel}", log):
         _configure_and_build(build, source, preset, generator, definitions, targets, tree,
                              tree_required, spmc_tree, spmc_tree_required, reconfigure, jobs, what,
-                             build_hint, log)
+                             build_hint, log, optee_tree=optee_tree)
     return build
 
 
@@ -137,7 +157,8 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
                          tree: str | os.PathLike | None, tree_required: bool,
                          spmc_tree: str | os.PathLike | None, spmc_tree_required: bool,
                          reconfigure: bool,
-                         jobs: int | None, what: str, build_hint: str, log: Log) -> None:
+                         jobs: int | None, what: str, build_hint: str, log: Log,
+                         optee_tree: str | os.PathLike | None = None) -> None:
     tree_path: Path | None = None
     configure = reconfigure or not _generated(build)
     if tree is not None:
@@ -161,6 +182,16 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
         elif not have or not Path(have).is_dir():
             spmc_path = _checked_spmc_tree(spmc_tree, offline=True, log=log)
             configure = configure or spmc_path is not None
+    optee_path: Path | None = None
+    if optee_tree is not None:
+        have = cache_value(build, OPTEE_TREE_VARIABLE)
+        if configure or have is None:
+            # A fresh configure, or a folder configured before targets/optee existed.
+            optee_path = _checked_optee_tree(optee_tree, offline=False, log=log)
+            configure = configure or optee_path is not None
+        elif not have or not Path(have).is_dir():
+            optee_path = _checked_optee_tree(optee_tree, offline=True, log=log)
+            configure = configure or optee_path is not None
     if configure:
         if not reconfigure:
             rel = build.relative_to(REPO) if build.is_relative_to(REPO) else build
@@ -172,6 +203,8 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
             cmd.append(f"-D{TREE_VARIABLE}={tree_path}")
         if spmc_path is not None:
             cmd.append(f"-D{SPMC_TREE_VARIABLE}={spmc_path}")
+        if optee_path is not None:
+            cmd.append(f"-D{OPTEE_TREE_VARIABLE}={optee_path}")
         _run(cmd, f"configuring {what}")
     cmd = ["cmake", "--build", str(build)]
     if targets:
@@ -184,9 +217,11 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
 def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print,
                  spmc_tree: str | os.PathLike | None = None) -> Path:
     """Builds (incrementally) and returns the build folder of a CMake preset, with the
-    default kernel tree for its EL2 handler and a TF-A tree for its SPMC: spmc_tree
+    default kernel tree for its EL2 handler, a TF-A tree for its SPMC: spmc_tree
     (a debian-src: spec or a path, the user's checkout; it must be usable, and later
-    builds of the preset keep it) or the default one."""
+    builds of the preset keep it) or the default one, and Debian's OP-TEE tree for
+    targets/optee when it can be had (never required)."""
     return cmake_build(build_dir(preset), preset=preset, targets=targets, reconfigure=False,
                        spmc_tree=spmc_tree or source_trees.DEFAULT_SPMC_TREE,
-                       spmc_tree_required=spmc_tree is not None, log=log)
+                       spmc_tree_required=spmc_tree is not None, log=log,
+                       optee_tree=source_trees.DEFAULT_OPTEE_TREE)

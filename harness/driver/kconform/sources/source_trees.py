@@ -2,8 +2,9 @@
 files a tree must hold for its target, checking a tree (fetched, or a user's own
 checkout), and fetching one.
 
-Today one package: arm-trusted-firmware, whose EL3 SPMC targets/spmc compiles
-(KCONFORM_TFA_TREE). A fetched tree is the whole source package unpacked by
+Two packages: arm-trusted-firmware, whose EL3 SPMC targets/spmc compiles
+(KCONFORM_TFA_TREE), and optee-os, whose S-EL1 SPMC targets/optee compiles
+(KCONFORM_OPTEE_TREE). A fetched tree is the whole source package unpacked by
 dpkg-source -x (debian_src.py) into <cache>/trees/debian-src-PACKAGE-VERSION/,
 beside the kernel trees, with a stamp (.kconform-tree.json) recording the
 package version and the .dsc's SHA256; never inside the repository.
@@ -51,6 +52,28 @@ TFA_NEEDED_PATHS: tuple[str, ...] = (
 )
 
 
+# Every file of an OP-TEE OS tree that targets/optee compiles or needs (targets/optee/
+# CMakeLists.txt compiles exactly these .c files and includes from the tree's include
+# folders; its conf.h is our own).
+OPTEE_NEEDED_PATHS: tuple[str, ...] = (
+    "mk/config.mk",                                           # CFG_OPTEE_REVISION_MAJOR/MINOR
+    "core/arch/arm/kernel/thread_spmc.c",                     # the S-EL1 SPMC under test
+    "core/arch/arm/mm/mobj_ffa.c",                            # its shared-memory objects (the table)
+    "core/arch/arm/include/ffa.h",                            # FF-A function IDs, errors, descriptors
+    "core/arch/arm/include/optee_ffa.h",                      # OP-TEE's direct-request ABI
+    "core/arch/arm/include/kernel/thread_spmc.h",
+    "core/arch/arm/plat-vexpress/platform_config.h",          # the platform conf.h names
+    "core/include/mm/mobj.h",
+    "core/mm/tee_mm.c",                                       # the VA-pool allocator
+    "core/kernel/refcount.c", "core/kernel/assert.c", "core/kernel/tee_misc.c",
+    "core/kernel/spin_lock_debug.c",
+    "core/lib/libfdt/include/libfdt.h",
+    "lib/libutils/isoc/bget_malloc.c", "lib/libutils/isoc/bget.c",   # OP-TEE's heap
+    "lib/libutils/isoc/include/malloc.h",
+    "lib/libutils/ext/trace.c", "lib/libutils/ext/snprintk.c",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceTreeSpec:
     spec: str                 # "debian-src:arm-trusted-firmware"
@@ -58,21 +81,28 @@ class SourceTreeSpec:
     version: str              # pinned: targets/spmc's stand-ins are written against it
     suites: tuple[str, ...]
     needed: tuple[str, ...]
+    target: str = "targets/spmc"   # the target whose stand-ins are written against it
 
 
 SOURCE_TREES: dict[str, SourceTreeSpec] = {
     "arm-trusted-firmware": SourceTreeSpec(
         "debian-src:arm-trusted-firmware", "arm-trusted-firmware", "2.12.1+dfsg-1",
         ("trixie",), TFA_NEEDED_PATHS),
+    # Only sid has optee-os (4.10.0-2 when targets/optee was written); sid versions
+    # go away, and then the fetch says which version it found instead.
+    "optee-os": SourceTreeSpec(
+        "debian-src:optee-os", "optee-os", "4.10.0-2", ("sid",), OPTEE_NEEDED_PATHS, "targets/optee"),
 }
 # The TF-A tree of targets/spmc when the user names none (./kconform build).
 DEFAULT_SPMC_TREE = "debian-src:arm-trusted-firmware"
+# The OP-TEE tree of targets/optee (./kconform build).
+DEFAULT_OPTEE_TREE = "debian-src:optee-os"
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceTreeInfo:
     path: Path
-    version: str                      # from the tree itself (TF-A: its Makefile)
+    version: str                      # from the tree itself (TF-A: its Makefile; OP-TEE: mk/config.mk)
     package: str | None = None        # set for fetched trees, from the stamp
     package_version: str | None = None
     sha256: str | None = None
@@ -124,6 +154,35 @@ def check_tfa(tree_path: str | os.PathLike) -> SourceTreeInfo:
                           stamp.get("package_version"), stamp.get("sha256"))
 
 
+def optee_version(config_mk: Path) -> str:
+    """"MAJOR.MINOR" from OP-TEE's mk/config.mk (CFG_OPTEE_REVISION_MAJOR/MINOR)."""
+    fields: dict[str, str] = {}
+    for line in config_mk.read_text(errors="replace").splitlines():
+        m = re.match(r"^CFG_OPTEE_REVISION_(MAJOR|MINOR)\s*\??=\s*(\d+)", line)
+        if m:
+            fields[m.group(1)] = m.group(2)
+    if set(fields) != {"MAJOR", "MINOR"}:
+        raise TreeError(f"{config_mk} has no CFG_OPTEE_REVISION_MAJOR/MINOR lines: "
+                        f"is this an OP-TEE OS (optee-os) tree?")
+    return f"{fields['MAJOR']}.{fields['MINOR']}"
+
+
+def check_optee(tree_path: str | os.PathLike) -> SourceTreeInfo:
+    """Checks that an OP-TEE OS tree (fetched or the user's checkout) holds every
+    file targets/optee uses."""
+    root = Path(tree_path)
+    if not root.is_dir():
+        raise TreeError(f"OP-TEE tree {root} does not exist or is not a directory")
+    missing = [p for p in OPTEE_NEEDED_PATHS if not (root / p).is_file()]
+    if missing:
+        raise TreeError(f"OP-TEE tree {root} lacks {len(missing)} needed file(s): " + ", ".join(missing)
+                        + f" (fetch one with `./kconform tree fetch {DEFAULT_OPTEE_TREE}`, or point "
+                          "KCONFORM_OPTEE_TREE at a full optee_os checkout)")
+    stamp = read_stamp(root)
+    return SourceTreeInfo(root, optee_version(root / "mk" / "config.mk"), stamp.get("package"),
+                          stamp.get("package_version"), stamp.get("sha256"))
+
+
 def _folder(s: SourceTreeSpec, cache: Path) -> Path:
     return cache / "trees" / f"debian-src-{s.package}-{s.version}"
 
@@ -164,9 +223,9 @@ def _download(s: SourceTreeSpec, cache: Path, progress: Progress) -> Path:
     apt = PrivateApt(cache, s.suites, mirror, TreeError, kind="deb-src")
     apt.update(progress, f"tree {s.spec}")
     pkg = show_source(apt, s.package, s.version,
-                      f"kconform pins {s.version} (targets/spmc's stand-ins are written for it); "
+                      f"kconform pins {s.version} ({s.target}'s stand-ins are written for it); "
                       f"a newer one needs SOURCE_TREES in sources/source_trees.py updated and "
-                      f"targets/spmc rebuilt against it")
+                      f"{s.target} rebuilt against it")
     final = _folder(s, cache)
     (cache / "trees").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache / "trees"))
