@@ -9,18 +9,13 @@ import json
 
 import pytest
 
-from conftest import kconform
+from conftest import run_report
 
 pytestmark = pytest.mark.network  # the build fetches Debian's optee-os source (sid)
 
 
 def run_json(tmp_path, *extra):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = tmp_path / "report.json"
-    r = kconform("run", "--target", "spmc", "--spmc", "op-tee", "--format", "json", "--output", str(out),
-                 "--report-dir", str(tmp_path / "reports"), "--triage-budget", "0", *extra, timeout=900)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(out.read_text())
+    return run_report(tmp_path, "--target", "spmc", "--spmc", "op-tee", "--triage-budget", "0", *extra, timeout=900)
 
 
 def test_optee_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
