@@ -24,6 +24,23 @@ inline constexpr uint32_t kFragTxSenderShift = 16;
 // ours: larger than any mailbox a tree configures (HARNESS:TX writes nothing then).
 inline constexpr uint64_t kLargestMailbox = 1u << 20;
 
+// The host RAM every in-process FF-A target lays out (el2, spmc, optee): the
+// 64 host pages every directed scenario addresses from 0x80000000 (the
+// ProxyProfile default; the hypervisor's pages follow them), and below them
+// more host pages for corpora/ffa/large.kcs: transactions of more
+// constituents than one mailbox holds (at 4K and 16K) and, at 4K, a retrieve
+// response longer than the proxy's descriptor buffer (SPEC.md
+// PROFILE:DESC-BUF). Everything below (0x10000000, which the directed files use
+// as "outside RAM") stays outside. Sets phys_base and host_pages of p.
+inline void harness_ram(uint64_t page_size, ProxyProfile* p) {
+  constexpr uint64_t kHostPages = 64, kTopBase = 0x80000000;
+  // 4K: 9.25 MiB, 2432 pages in all, more than 36 KiB of constituents; 16K: 17 MiB,
+  // more than the 1019 constituents a 16K mailbox holds; 64K: 20 MiB, hundreds.
+  const uint64_t low = page_size == 4096 ? 2368 : page_size == 16384 ? 1088 : 320;
+  p->host_pages = kHostPages + low;
+  p->phys_base = kTopBase - low * page_size;
+}
+
 // HARNESS:SLOTS: the handle a slot holds, FFA_MEMORY_HANDLE_INVALID for a slot
 // that was never produced.
 inline uint64_t slot_handle(const std::vector<uint64_t>& handles, uint64_t slot) {

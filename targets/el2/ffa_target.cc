@@ -49,23 +49,6 @@ namespace F = kconform::ffa;
 
 namespace {
 
-// Host RAM: the 64 host pages every directed scenario addresses from
-// 0x80000000, as ffa::ProxyProfile's default (the hypervisor's pages follow
-// them), and below them more host pages for corpora/ffa/large.kcs:
-// transactions of more constituents than one mailbox holds (at 4K and 16K) and,
-// at 4K, a retrieve response longer than the proxy's descriptor buffer
-// (SPEC.md PROFILE:DESC-BUF). Everything below 0x80000000 the directed files
-// use as "outside RAM" (0x10000000) stays outside.
-constexpr uint64_t kHostPages = 64;
-constexpr uint64_t kTopBase = 0x80000000;
-uint64_t low_host_pages(uint64_t page_size) {
-  switch (page_size) {
-    case 4096: return 2368;   // 9.25 MiB: 2432 pages in all, more than 36 KiB of constituents
-    case 16384: return 1088;  // 17 MiB: more than the 1019 constituents a 16K mailbox holds
-    default: return 320;      // 20 MiB at 64K: hundreds of constituents
-  }
-}
-
 uint64_t spmc_digest(const F::Spmc& s) {
   F::Fnv1a h;
   s.digest(h);
@@ -136,9 +119,9 @@ El2FfaTarget::El2FfaTarget(std::unique_ptr<RealEl3> el3)
     : spmc_(std::make_unique<F::Spmc>()), spmc_snap_(std::make_unique<F::Spmc>()), el3_(std::move(el3)) {
   const BuildInfo& bi = el2_build_info();
   El2Config cfg;
-  const uint64_t low = low_host_pages(bi.page_size);
-  cfg.host_pages = kHostPages + low;
-  cfg.phys_base = kTopBase - low * bi.page_size;
+  F::harness_ram(bi.page_size, &profile_);  // HARNESS RAM (scenario_ops.h)
+  cfg.host_pages = profile_.host_pages;
+  cfg.phys_base = profile_.phys_base;
   if (el3_)
     cfg.el3 = [this](const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) { real_el3_smc(in, out); };
   else

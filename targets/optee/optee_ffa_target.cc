@@ -19,17 +19,6 @@ namespace F = kconform::ffa;
 
 namespace {
 
-// RAM as the spmc target lays it out (targets/spmc/spmc_ffa_target.cc): 64 host
-// pages from 0x80000000, and below them the pages corpora/ffa/large.kcs addresses.
-constexpr uint64_t kHostPages = 64;
-constexpr uint64_t kTopBase = 0x80000000;
-uint64_t low_host_pages(uint64_t page_size) {
-  switch (page_size) {
-    case 4096: return 2368;
-    case 16384: return 1088;
-    default: return 320;
-  }
-}
 constexpr uint64_t kFfaPage = 4096;
 constexpr uint32_t kSmcUnknown = 0xffffffffu;
 // TF-A's SPMD (services/std_svc/spmd/spmd_main.c, TF-A 2.12.1): framework message
@@ -96,10 +85,8 @@ OpteeFfaTarget::OpteeFfaTarget(uint64_t page_size) {
     error_ = "spmc op-tee: OP-TEE's state is global: one target at a time";
     return;
   }
-  const uint64_t low = low_host_pages(page_size);
   layout_.page_size = page_size;
-  layout_.host_pages = kHostPages + low;
-  layout_.phys_base = kTopBase - low * page_size;
+  F::harness_ram(page_size, &layout_);
   layout_.hyp_pages = 4;
   layout_.mbox_pages = 1;
   model_config(&layout_.spmc);

@@ -21,18 +21,6 @@ namespace F = kconform::ffa;
 
 namespace {
 
-// RAM as the el2 target lays it out (targets/el2/ffa_target.cc): 64 host pages
-// from 0x80000000, and below them the pages corpora/ffa/large.kcs addresses.
-constexpr uint64_t kHostPages = 64;
-constexpr uint64_t kTopBase = 0x80000000;
-uint64_t low_host_pages(uint64_t page_size) {
-  switch (page_size) {
-    case 4096: return 2368;
-    case 16384: return 1088;
-    default: return 320;
-  }
-}
-
 constexpr uint64_t kFfaPage = 4096;
 bool g_open = false;  // TF-A's state is global: one target at a time
 
@@ -53,10 +41,8 @@ SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
     error_ = "spmc: TF-A's SPMC is global: one spmc target at a time";
     return;
   }
-  const uint64_t low = low_host_pages(page_size);
   layout_.page_size = page_size;
-  layout_.host_pages = kHostPages + low;
-  layout_.phys_base = kTopBase - low * page_size;
+  F::harness_ram(page_size, &layout_);
   // The el2 target's hypervisor pages stay RAM (the spmc model's Normal-world
   // memory is the host pages only): directed scenarios address them as "not
   // the host's", which is memory all the same.
