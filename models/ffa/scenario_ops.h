@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "harness/scenario/ffa_abi.h"
@@ -53,6 +55,30 @@ inline uint64_t produced_handle(const uint64_t out[8]) {
   if (fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64) return handle_of(out[2], out[3]);
   if (fid_of(out) == kFnMemFragRx) return handle_of(out[1], out[2]);
   return kInvalidHandle;
+}
+
+// FFA.SPMC.HANDLE (SPEC.md SPMC:HANDLE-SPEC), as a target checks the handle a
+// real SPMC gave a new transaction (the model takes the SPMC's choice, so the
+// target checks what the specification asks of it): empty if the reply to
+// call fid is not the first reply of a send or its handle is fine; else what is
+// wrong, for the note. named(h): how many live transactions of the SPMC's own
+// table have handle h, the new one included.
+template <typename Named>
+std::string new_handle_problem(uint32_t fid, const uint64_t reply[], Named named) {
+  const uint32_t f = fid & ~kSmc64Bit;
+  if (f != kFnMemShare32 && f != kFnMemLend32 && f != kFnMemDonate32) return {};
+  const uint64_t h = produced_handle(reply);
+  if (h == kInvalidHandle)
+    return fid_of(reply) == kFnMemFragRx || is_success(reply) ? "FFA_MEMORY_HANDLE_INVALID for a new transaction"
+                                                              : "";
+  const size_t n = named(h);
+  std::string bad;
+  if (h >> 63) bad = "bit 63 set (allocated by a hypervisor)";
+  if (n > 1) bad = "it names " + std::to_string(n) + " live transactions of the SPMC's table";
+  if (bad.empty()) return {};
+  char b[24];
+  std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(h));
+  return "handle " + std::string(b) + ": " + bad;
 }
 
 inline bool is_producer(uint8_t code) { return code == kOpMemShare || code == kOpMemLend || code == kOpMemDonate; }

@@ -270,20 +270,12 @@ void El2FfaTarget::real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRe
 // clear (allocated by the SPMC, not a hypervisor) and names exactly one
 // transaction of EL3's table.
 void El2FfaTarget::check_real_handle(uint64_t fid, const uint64_t out[kNumRegs]) {
-  const uint32_t f = static_cast<uint32_t>(fid) & ~F::kSmc64Bit;
-  if (f != F::kFnMemShare32 && f != F::kFnMemLend32 && f != F::kFnMemDonate32) return;
-  const uint64_t h = F::produced_handle(out);
-  if (h == F::kInvalidHandle) {
-    if (F::fid_of(out) == F::kFnMemFragRx || F::is_success(out))
-      breaks_.push_back({kFfaSpmcHandle, "the host got FFA_MEMORY_HANDLE_INVALID for a new transaction"});
-    return;
-  }
-  size_t named = 0;
-  for (const RealEl3Tx& t : el3_->transactions()) named += t.handle == h;
-  std::string bad;
-  if (h >> 63) bad = "bit 63 set (allocated by a hypervisor)";
-  if (named > 1) bad = "it names " + std::to_string(named) + " transactions of EL3's table";
-  if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "the host got handle " + hex(h) + ": " + bad});
+  const std::string bad = F::new_handle_problem(static_cast<uint32_t>(fid), out, [this](uint64_t h) {
+    size_t named = 0;
+    for (const RealEl3Tx& t : el3_->transactions()) named += t.handle == h;
+    return named;
+  });
+  if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "the host got " + bad});
 }
 
 uint64_t El2FfaTarget::el3_digest() const { return el3_ ? el3_->table_digest() : spmc_digest(*spmc_); }

@@ -388,19 +388,8 @@ Outcome OpteeFfaTarget::exec_op(const Scenario& s, size_t i) {
   if (fid == kFnRxtxUnmap && fid_of(out) == kFnSuccess32) rx_bytes_ = 0;
 
   // FFA.SPMC.HANDLE (SPMC:HANDLE-SPEC): a new transaction's handle.
-  const bool send = (fid & ~kSmc64Bit) == kFnMemShare32 || (fid & ~kSmc64Bit) == kFnMemLend32 ||
-                    (fid & ~kSmc64Bit) == kFnMemDonate32;
-  if (send) {
-    const uint64_t h = produced_handle(out);
-    if (h != kInvalidHandle) {
-      std::string bad;
-      if (h >> 63) bad = "bit 63 set (allocated by a hypervisor)";
-      if (count_handle(h) > 1) bad = "already names a live transaction";
-      if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "OP-TEE gave handle " + hex(h) + ": " + bad});
-    } else if (fid_of(out) == kFnMemFragRx || fid_of(out) == kFnSuccess32 || out[0] == kFnSuccess64) {
-      breaks_.push_back({kFfaSpmcHandle, "OP-TEE gave FFA_MEMORY_HANDLE_INVALID to a new transaction"});
-    }
-  }
+  const std::string bad = new_handle_problem(fid, out, [this](uint64_t h) { return count_handle(h); });
+  if (!bad.empty()) breaks_.push_back({kFfaSpmcHandle, "OP-TEE gave " + bad});
   if (is_producer(op.code)) handles_.push_back(produced_handle(out));  // HARNESS:SLOTS
   return o;
 }
