@@ -138,20 +138,28 @@ def tfa_version(makefile: Path) -> str:
     return ".".join(fields[k] for k in ("VERSION_MAJOR", "VERSION_MINOR", "VERSION_PATCH") if k in fields)
 
 
+def _check_tree(tree_path: str | os.PathLike, what: str, needed: tuple[str, ...], hint: str,
+                version) -> SourceTreeInfo:
+    """A firmware tree (fetched, or the user's checkout) holding every file of needed:
+    its path, version(root) and what its stamp says of the package."""
+    root = Path(tree_path)
+    if not root.is_dir():
+        raise TreeError(f"{what} tree {root} does not exist or is not a directory")
+    missing = [p for p in needed if not (root / p).is_file()]
+    if missing:
+        raise TreeError(f"{what} tree {root} lacks {len(missing)} needed file(s): " + ", ".join(missing) + hint)
+    stamp = read_stamp(root)
+    return SourceTreeInfo(root, version(root), stamp.get("package"), stamp.get("package_version"),
+                          stamp.get("sha256"))
+
+
 def check_tfa(tree_path: str | os.PathLike) -> SourceTreeInfo:
     """Checks that a TF-A tree (fetched or the user's checkout) holds every file
     targets/spmc uses."""
-    root = Path(tree_path)
-    if not root.is_dir():
-        raise TreeError(f"TF-A tree {root} does not exist or is not a directory")
-    missing = [p for p in TFA_NEEDED_PATHS if not (root / p).is_file()]
-    if missing:
-        raise TreeError(f"TF-A tree {root} lacks {len(missing)} needed file(s): " + ", ".join(missing)
-                        + f" (fetch one with `./kconform tree fetch {DEFAULT_SPMC_TREE}`, or point "
-                          "--spmc-tree at a full arm-trusted-firmware checkout)")
-    stamp = read_stamp(root)
-    return SourceTreeInfo(root, tfa_version(root / "Makefile"), stamp.get("package"),
-                          stamp.get("package_version"), stamp.get("sha256"))
+    return _check_tree(tree_path, "TF-A", TFA_NEEDED_PATHS,
+                       f" (fetch one with `./kconform tree fetch {DEFAULT_SPMC_TREE}`, or point "
+                       "--spmc-tree at a full arm-trusted-firmware checkout)",
+                       lambda root: tfa_version(root / "Makefile"))
 
 
 def optee_version(config_mk: Path) -> str:
@@ -170,17 +178,10 @@ def optee_version(config_mk: Path) -> str:
 def check_optee(tree_path: str | os.PathLike) -> SourceTreeInfo:
     """Checks that an OP-TEE OS tree (fetched or the user's checkout) holds every
     file targets/optee uses."""
-    root = Path(tree_path)
-    if not root.is_dir():
-        raise TreeError(f"OP-TEE tree {root} does not exist or is not a directory")
-    missing = [p for p in OPTEE_NEEDED_PATHS if not (root / p).is_file()]
-    if missing:
-        raise TreeError(f"OP-TEE tree {root} lacks {len(missing)} needed file(s): " + ", ".join(missing)
-                        + f" (fetch one with `./kconform tree fetch {DEFAULT_OPTEE_TREE}`, or point "
-                          "KCONFORM_OPTEE_TREE at a full optee_os checkout)")
-    stamp = read_stamp(root)
-    return SourceTreeInfo(root, optee_version(root / "mk" / "config.mk"), stamp.get("package"),
-                          stamp.get("package_version"), stamp.get("sha256"))
+    return _check_tree(tree_path, "OP-TEE", OPTEE_NEEDED_PATHS,
+                       f" (fetch one with `./kconform tree fetch {DEFAULT_OPTEE_TREE}`, or point "
+                       "KCONFORM_OPTEE_TREE at a full optee_os checkout)",
+                       lambda root: optee_version(root / "mk" / "config.mk"))
 
 
 def _folder(s: SourceTreeSpec, cache: Path) -> Path:
