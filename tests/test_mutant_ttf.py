@@ -273,3 +273,34 @@ def test_a_fuzzer_that_ended_early_is_an_error_not_a_miss():
     clock = Clock()
     with pytest.raises(ToolError, match="did not fuzz"):
         hunt(EarlyEnd(clock, []), clock, budget=60)
+
+
+def test_the_16k_mutants_are_read_from_each_familys_own_table():
+    # The faults that need a host PAGE_SIZE > 4K, as MUTANTS.md (needs) and the stock
+    # README (first kill) say: fuzzed at 16K, where they exist.
+    assert ttf.sixteen_k_mutants("reclaim2") == {"06-index-host-granule-unchecked", "07-descriptor-granule-4k",
+                                                 "08-host-page-rounded-up"}
+    assert ttf.sixteen_k_mutants("stock") == {"16-share-range-size-unchecked"}
+    assert ttf.mutant_page_size("reclaim2", Path("07-descriptor-granule-4k.patch")) == 16384
+    assert ttf.mutant_page_size("reclaim2", Path("09-no-total-check.patch")) == 4096
+
+
+def test_a_family_table_without_its_page_column_is_an_error_naming_it(tmp_path):
+    (tmp_path / "README.md").write_text("| mutant | area | weakens |\n|---|---|---|\n| 01-x | a | b |\n")
+    with pytest.raises(ToolError, match=r"README.md: no mutant table with a 'first kill' column"):
+        ttf.sixteen_k_mutants("stock", tmp_path)
+    (tmp_path / "README.md").write_text("| mutant | first kill |\n|---|---|\n| 01-x | 4K `a` op 1 |\n"
+                                         "| 02-y | 16K `b` op 3 |\n")
+    assert ttf.sixteen_k_mutants("stock", tmp_path) == {"02-y"}
+
+
+def test_a_16k_mutant_is_named_so_in_the_readme_table(monkeypatch):
+    from kconform.commands import bench
+    tries = [{"found": {"seconds": 2.0, "rules": ["FFA.R2.HOST_GRANULE"]}, "execs": 5, "excluded": []}]
+    r = ttf.summarize("07-descriptor-granule-4k", "reclaim2", "seeds", tries, 60)
+    r["page_size"] = 16384
+    doc = {"plan": {}, "results": [r], "fractions": ttf.fractions([r]), "wall_s": 1}
+    monkeypatch.setattr(ttf, "measure", lambda log, **kw: doc)
+    rows = bench._mutant_ttf_rows(lambda m: None)
+    assert "libFuzzer el2-16k from seeds" in rows[0]["how"]
+    assert "| reclaim2 | 07-descriptor-granule-4k (16K) | seeds | 2 | 1/1 |" in bench.ttf_markdown(rows)

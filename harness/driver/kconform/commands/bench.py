@@ -224,14 +224,14 @@ def _mutant_ttf_rows(log, **opts) -> list[dict]:
     """Per mutant and start corpus, the median time libFuzzer needs to find it (or "not
     found within the budget"), then per family and start corpus the fraction found and
     the median over every run (selftest/mutant_ttf.py); the details go into the rows."""
-    # The seeds as `kconform fuzz` makes them (its FF-A seeds at 4K, the harness's page size).
-    doc = mutant_ttf.measure(log, **opts, make_seeds=lambda d: make_seeds("ffa", d, 4096,
-                                                                           build_targets=["kconform-runner"]))
+    # The seeds as `kconform fuzz` makes them (its FF-A seeds of the page size the harness runs).
+    doc = mutant_ttf.measure(log, **opts, make_seeds=lambda d, ps: make_seeds("ffa", d, ps,
+                                                                               build_targets=["kconform-runner"]))
     rows = []
     for m in doc["results"]:
         times, rules, runs, budget = m["times_s"], m["rules"], m["runs"], m["budget_s"]
         excluded = sum(len(t["excluded"]) for t in m["tries"])
-        how = (f"libFuzzer el2-4k from {m['corpus']}, {m['found_runs']}/{runs} runs found it "
+        how = (f"libFuzzer el2-{m.get('page_size', 4096) // 1024}k from {m['corpus']}, {m['found_runs']}/{runs} runs found it "
                f"({', '.join(f'{x:g}' for x in sorted(times)) or 'none'} s) naming {', '.join(rules) or '-'}; "
                f"budget {budget} s per run; executions per run {', '.join(str(x) for x in m['execs'])}; "
                f"{excluded} finding(s) excluded (a seed's input or on the unmutated build)")
@@ -306,7 +306,8 @@ def ttf_markdown(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|---|"]
     for r in per:
         med = "not found" if r["median"] is None else f"{r['median']:g}"
-        out.append(f"| {r['family']} | {r['mutant']} | {r['corpus']} | {med} | {r['found_runs']}/{r['runs']} | "
+        name = r["mutant"] + (f" ({r['page_size'] // 1024}K)" if r.get("page_size", 4096) != 4096 else "")
+        out.append(f"| {r['family']} | {name} | {r['corpus']} | {med} | {r['found_runs']}/{r['runs']} | "
                    f"{', '.join(f'{x:g}' for x in r['times_s']) or '-'} | {', '.join(r['rules']) or '-'} |")
     out += ["", "| family | start corpus | mutants found (most runs) | runs found | median over every run (s) | budget (s) |",
             "|---|---|---|---|---|---|"]

@@ -9,9 +9,11 @@ Start corpora:
   empty     nothing (the dictionary harness/fuzz/ffa.dict only); libFuzzer's first
             input, "\n", runs the mutator's starter (one `version` op: FuzzRunner::run)
 
-One reused build folder (build/el2/bench-mutant-fuzz: only the tree changes, so
-only ffa.c and what names it recompile) holds kconform-fuzz-el2-4k built for
-libFuzzer. The build is plain (coverage, no ASan/UBSan): the crash condition is the
+One reused build folder per page size (build/el2/bench-mutant-fuzz for 4K,
+bench-mutant-fuzz-16k for 16K: only the tree changes, so only ffa.c and what names
+it recompile) holds kconform-fuzz-el2-<N>k built for libFuzzer. A mutant is fuzzed
+at the page size its fault exists at (mutant_page_size): 16K for a fault that needs a
+host PAGE_SIZE > 4K (the 4K build is the reference's), with seeds of that page size. The build is plain (coverage, no ASan/UBSan): the crash condition is the
 oracle. (UBSan once stopped every empty-corpus run on a pointer overflow in our own
 model, a clipped TX write at a huge offset; fixed in the model, with a regression
 test: harness/fuzz/README.md.)
@@ -63,7 +65,7 @@ from kconform.sources import patches, tree_fetch
 from kconform.sources.trees import DEFAULT_TREE
 
 TTF_BUILD = REPO / "build" / "el2" / "bench-mutant-fuzz"
-TTF_BINARY = "kconform-fuzz-el2-4k"
+PAGE_SIZES = (4096, 16384)
 FAMILIES = ("reclaim2", "stock")
 START_CORPORA = ("seeds", "empty")
 # The slice the default bench runs (CI-sized): 2 mutants x seeds x 1 run x 30 s.
@@ -81,6 +83,46 @@ POLL_S = 0.5
 def family_dirs() -> dict[str, tuple[Path, list[Path]]]:
     """Family -> (its mutants' folder, the patches its reference is the base tree plus)."""
     return {"reclaim2": (reclaim2.MUTANTS_DIR, [reclaim2.REFERENCE]), "stock": (stock.MUTANTS_DIR, [])}
+
+
+# Where each family says which of its faults exist only with a host PAGE_SIZE > 4K:
+# the table of its mutants, the mutant's row, and a column whose cell starts with
+# (stock: the first kill, "16K ...") or names (reclaim2: needs, "direct, 16K: ...") 16K.
+PAGE_TABLES = {"reclaim2": ("MUTANTS.md", "needs", False), "stock": ("README.md", "first kill", True)}
+
+
+def sixteen_k_mutants(family: str, folder: Path | None = None) -> set[str]:
+    """The mutants of family (patch stems) whose fault needs PAGE_SIZE > 4K, read from the
+    family's own table (PAGE_TABLES). A table without the column is an error naming it."""
+    doc, column, starts = PAGE_TABLES[family]
+    path = (folder or family_dirs()[family][0]) / doc
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise ToolError(f"mutant-ttf: cannot read {path}: {e.strerror}") from None
+    header = next((l for l in lines if l.startswith("| mutant |")), None)
+    cells = [c.strip() for c in header.strip("|").split("|")] if header else []
+    if column not in cells:
+        raise ToolError(f"mutant-ttf: {path}: no mutant table with a '{column}' column "
+                        "(it says which faults need a 16K host page)")
+    k = cells.index(column)
+    out = set()
+    for line in lines:
+        row = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or len(row) <= k or not re.match(r"\d\d-", row[0]):
+            continue
+        cell = row[k]
+        if (cell.startswith("16K") if starts else re.search(r"\b16K\b", cell)):
+            out.add(row[0])
+    return out
+
+
+def mutant_page_size(family: str, patch: Path, sixteen: dict[str, set[str]] | None = None) -> int:
+    """The host PAGE_SIZE a mutant is fuzzed at: 16K if its fault needs it, else 4K."""
+    names = (sixteen or {}).get(family)
+    if names is None:
+        names = sixteen_k_mutants(family)
+    return 16384 if patch.stem in names else 4096
 
 
 def plan(mutants: list[str] | None = None, families: list[str] | None = None, corpora: list[str] | None = None,
@@ -304,17 +346,26 @@ def fractions(results: list[dict]) -> list[dict]:
 
 # ---- libFuzzer and the reference replay ----
 
-def _build_fuzz_el2(tree: Path, log) -> Path:
-    """Configures and builds the libFuzzer el2-4k harness against tree."""
-    cmake_build(TTF_BUILD, definitions={
+def ttf_build_dir(page_size: int) -> Path:
+    return TTF_BUILD if page_size == 4096 else TTF_BUILD.with_name(f"{TTF_BUILD.name}-{page_size // 1024}k")
+
+
+def ttf_binary(page_size: int) -> str:
+    return f"kconform-fuzz-el2-{page_size // 1024}k"
+
+
+def _build_fuzz_el2(tree: Path, log, page_size: int = 4096) -> Path:
+    """Configures and builds the libFuzzer el2-<N>k harness against tree."""
+    build, binary = ttf_build_dir(page_size), ttf_binary(page_size)
+    cmake_build(build, definitions={
                     "CMAKE_C_COMPILER": "clang", "CMAKE_CXX_COMPILER": "clang++",
                     "CMAKE_BUILD_TYPE": "RelWithDebInfo", "KCONFORM_SANITIZE": "OFF",
                     "KCONFORM_TESTS": "OFF", "KCONFORM_FUZZ_ENGINE": "libfuzzer",
                     "CMAKE_C_FLAGS": "-fsanitize=fuzzer-no-link", "CMAKE_CXX_FLAGS": "-fsanitize=fuzzer-no-link",
-                    "KCONFORM_PAGE_SIZE": "4096", "KCONFORM_EL2_REQUIRED": "ON"},
-                targets=[TTF_BINARY], tree=tree, tree_required=True,
-                what=f"the el2 fuzz runner for {tree}", log=log)
-    return TTF_BUILD / "harness" / "fuzz" / TTF_BINARY
+                    "KCONFORM_PAGE_SIZE": str(page_size), "KCONFORM_EL2_REQUIRED": "ON"},
+                targets=[binary], tree=tree, tree_required=True,
+                what=f"the el2-{page_size // 1024}k fuzz runner for {tree}", log=log)
+    return build / "harness" / "fuzz" / binary
 
 
 def seed_baseline(rule_ids: list[str]) -> str:
@@ -485,23 +536,29 @@ def make_replayer(ref_binary: Path, env: dict) -> Callable[[Candidate], bool]:
 
 def measure(log, mutants: list[str] | None = None, families: list[str] | None = None,
             corpora: list[str] | None = None, budget: int | None = None, runs: int | None = None,
-            nightly: bool = False, make_seeds: Callable[[Path], object] | None = None) -> dict:
+            nightly: bool = False, make_seeds: Callable[[Path, int], object] | None = None) -> dict:
     """The plan's matrix: {"plan", "results": [summarize() per mutant and start corpus],
-    "fractions", "wall_s"}. make_seeds(folder) fills folder with the seed corpus in
-    binary form (the caller passes `kconform fuzz`'s: commands/fuzz.py make_seeds)."""
+    "fractions", "wall_s"}. make_seeds(folder, page_size) fills folder with the seed
+    corpus of that page size in binary form (the caller passes `kconform fuzz`'s:
+    commands/fuzz.py make_seeds). Each mutant is fuzzed at mutant_page_size()."""
     t_all = time.monotonic()
     p = plan(mutants, families, corpora, runs, budget, nightly)
+    sixteen = {f: sixteen_k_mutants(f) for f in FAMILIES}
+    sizes = {(f, m.stem): mutant_page_size(f, m, sixteen) for f, m in p["mutants"]}
     log(f"kconform bench: mutant-ttf: {len(p['mutants'])} mutant(s) x {', '.join(p['corpora'])} x "
-        f"{p['runs']} run(s) x {p['budget']} s")
-    seeds_dir = REPO / "build" / "el2" / "bench-mutant-fuzz-seeds"
-    seeds: list[Path] = []
+        f"{p['runs']} run(s) x {p['budget']} s"
+        + (f"; at 16K (their fault needs it): {', '.join(f'{f}:{m}' for (f, m), ps in sizes.items() if ps != 4096)}"
+           if any(ps != 4096 for ps in sizes.values()) else ""))
+    seeds: dict[int, list[Path]] = {ps: [] for ps in PAGE_SIZES}
     if "seeds" in p["corpora"]:
         if make_seeds is None:
             raise ToolError("mutant-ttf: start corpus seeds needs a make_seeds")
-        make_seeds(seeds_dir)
-        seeds = sorted(seeds_dir.iterdir())
-        log(f"kconform bench: mutant-ttf: {len(seeds)} seeds (commands/fuzz.py make_seeds, 4K)")
-    seed_hashes = seed_keys([s.read_bytes() for s in seeds])
+        for ps in sorted(set(sizes.values())):
+            seeds_dir = REPO / "build" / "el2" / ("bench-mutant-fuzz-seeds" + ("" if ps == 4096 else f"-{ps // 1024}k"))
+            make_seeds(seeds_dir, ps)
+            seeds[ps] = sorted(seeds_dir.iterdir())
+            log(f"kconform bench: mutant-ttf: {len(seeds[ps])} seeds (commands/fuzz.py make_seeds, {ps // 1024}K)")
+    seed_hashes = seed_keys([s.read_bytes() for ps in seeds for s in seeds[ps]])
     build_preset("default", targets=["kconform-runner"], log=log)
     rule_ids = [r["id"] for r in Engine(runner_binary()).rules()]
     env = dict(os.environ, KCONFORM_FUZZ_KNOWN_RULES="", KCONFORM_FUZZ_BASELINE=seed_baseline(rule_ids))
@@ -511,49 +568,55 @@ def measure(log, mutants: list[str] | None = None, families: list[str] | None = 
     results = []
     left_out: dict[str, int] = {}
     for fam in FAMILIES:
-        chosen = [m for f, m in p["mutants"] if f == fam]
-        if not chosen:
-            continue
         ref_patches = dirs[fam][1]
-        log(f"kconform bench: mutant-ttf: building the libFuzzer el2-4k harness on {DEFAULT_TREE}"
-            + (" + reference" if ref_patches else " (stock)"))
-        ref_tree = patches.apply_all(base, ref_patches) if ref_patches else base
-        ref_binary = TTF_BUILD / f"reference-{fam}-{TTF_BINARY}"
-        shutil.copy2(_build_fuzz_el2(ref_tree, log), ref_binary)
-        on_reference = make_replayer(ref_binary, env)
-        fam_seeds = runnable_seeds(ref_binary, seeds, env, lambda m: log(f"kconform bench: mutant-ttf: {fam}: {m}"))
-        left_out[fam] = len(seeds) - len(fam_seeds)
-        for patch in chosen:
-            t0 = time.monotonic()
-            binary = _build_fuzz_el2(patches.apply_all(base, ref_patches + [patch]), log)
-            built = round(time.monotonic() - t0, 1)
-            for corpus in p["corpora"]:
-                tries = []
-                for i in range(p["runs"]):
-                    what = f"{fam} {patch.stem} from {corpus}, run {i + 1}/{p['runs']} (seed {101 + i})"
-                    log(f"kconform bench: mutant-ttf: {what}, {p['budget']} s budget")
-                    work = Path(tempfile.mkdtemp(prefix="kconform-ttf-"))
-                    try:
-                        fz = LibFuzzer(binary, work, fam_seeds if corpus == "seeds" else [], env)
-                        t = hunt(fz, on_reference, seed_hashes, p["budget"], 101 + i,
-                                 log=lambda m, w=what: log(f"kconform bench: mutant-ttf: {w}: {m}"))
-                    finally:
-                        shutil.rmtree(work, ignore_errors=True)
-                    why: dict[str, int] = {}
-                    for x in t["excluded"]:
-                        why[x["why"]] = why.get(x["why"], 0) + 1
-                    log(f"kconform bench: mutant-ttf: {what}: "
-                        + (f"found at {t['found']['seconds']} s" if t["found"] else f"not found in {p['budget']} s")
-                        + f", {t['restarts']} restart(s); excluded: "
-                        + (", ".join(f"{n} {w}" for w, n in sorted(why.items())) or "none"))
-                    tries.append(t)
-                r = summarize(patch.stem, fam, corpus, tries, p["budget"])
-                r["build_s"] = built
-                results.append(r)
-                log(f"kconform bench: mutant-ttf: RESULT {fam} {patch.stem} {corpus}: found {r['found_runs']}/"
-                    f"{r['runs']}, times {r['times_s']} s, median {r['median']}, rules {','.join(r['rules']) or '-'}, "
-                    f"execs {r['execs']}, build {built} s")
+        for ps in PAGE_SIZES:
+            chosen = [m for f, m in p["mutants"] if f == fam and sizes[(f, m.stem)] == ps]
+            if not chosen:
+                continue
+            label = f"el2-{ps // 1024}k"
+            log(f"kconform bench: mutant-ttf: building the libFuzzer {label} harness on {DEFAULT_TREE}"
+                + (" + reference" if ref_patches else " (stock)"))
+            ref_tree = patches.apply_all(base, ref_patches) if ref_patches else base
+            ref_binary = ttf_build_dir(ps) / f"reference-{fam}-{ttf_binary(ps)}"
+            shutil.copy2(_build_fuzz_el2(ref_tree, log, ps), ref_binary)
+            on_reference = make_replayer(ref_binary, env)
+            fam_seeds = runnable_seeds(ref_binary, seeds[ps], env,
+                                       lambda m: log(f"kconform bench: mutant-ttf: {fam} {label}: {m}"))
+            left_out[f"{fam}-{ps // 1024}k" if ps != 4096 else fam] = len(seeds[ps]) - len(fam_seeds)
+            for patch in chosen:
+                t0 = time.monotonic()
+                binary = _build_fuzz_el2(patches.apply_all(base, ref_patches + [patch]), log, ps)
+                built = round(time.monotonic() - t0, 1)
+                for corpus in p["corpora"]:
+                    tries = []
+                    for i in range(p["runs"]):
+                        what = f"{fam} {patch.stem} ({label}) from {corpus}, run {i + 1}/{p['runs']} (seed {101 + i})"
+                        log(f"kconform bench: mutant-ttf: {what}, {p['budget']} s budget")
+                        work = Path(tempfile.mkdtemp(prefix="kconform-ttf-"))
+                        try:
+                            fz = LibFuzzer(binary, work, fam_seeds if corpus == "seeds" else [], env)
+                            t = hunt(fz, on_reference, seed_hashes, p["budget"], 101 + i,
+                                     log=lambda m, w=what: log(f"kconform bench: mutant-ttf: {w}: {m}"))
+                        finally:
+                            shutil.rmtree(work, ignore_errors=True)
+                        why: dict[str, int] = {}
+                        for x in t["excluded"]:
+                            why[x["why"]] = why.get(x["why"], 0) + 1
+                        log(f"kconform bench: mutant-ttf: {what}: "
+                            + (f"found at {t['found']['seconds']} s" if t["found"] else f"not found in {p['budget']} s")
+                            + f", {t['restarts']} restart(s); excluded: "
+                            + (", ".join(f"{n} {w}" for w, n in sorted(why.items())) or "none"))
+                        tries.append(t)
+                    r = summarize(patch.stem, fam, corpus, tries, p["budget"])
+                    r["build_s"] = built
+                    r["page_size"] = ps
+                    results.append(r)
+                    log(f"kconform bench: mutant-ttf: RESULT {fam} {patch.stem} {label} {corpus}: found "
+                        f"{r['found_runs']}/{r['runs']}, times {r['times_s']} s, median {r['median']}, rules "
+                        f"{','.join(r['rules']) or '-'}, execs {r['execs']}, build {built} s")
     return {"plan": {"mutants": [f"{f}:{m.stem}" for f, m in p["mutants"]], "corpora": p["corpora"],
-                     "runs": p["runs"], "budget_s": p["budget"], "nightly": nightly, "seeds": len(seeds)},
+                     "runs": p["runs"], "budget_s": p["budget"], "nightly": nightly,
+                     "seeds": {f"{ps // 1024}k": len(v) for ps, v in seeds.items() if v},
+                     "page_sizes": {f"{f}:{m}": ps for (f, m), ps in sizes.items()}},
             "results": results, "fractions": fractions(results), "wall_s": round(time.monotonic() - t_all, 1),
-            "seeds_left_out": {fam: n for fam, n in left_out.items()}}
+            "seeds_left_out": left_out}
