@@ -336,7 +336,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
       }, this);
   // A donation has exactly one receiver (ours: Table 10.20 note).
   if (e == DescError::kOk && kind == MemKind::kDonate && r.ep_count != 1) e = DescError::kReceiver;
-  Constituent ranges[kMaxRanges];
+  ConstituentScratch range_scratch;
+  Constituent* const ranges = range_scratch.data();
   if (e == DescError::kOk) e = check_ranges(desc, r, static_cast<uint32_t>(desc.size()), ranges);
   // PROFILE:PERMISSIVE-EL3: overlapping constituents are taken as given
   // (check_ranges has read them all by then).
@@ -376,7 +377,8 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
 
 uint32_t Spmc::build_response(const Transaction& t, Layout l, bool bogus, uint64_t bogus_address,
                               std::span<uint8_t> out, Fault lie, uint64_t lie_value) const {
-  Constituent runs[kMaxRanges];
+  ConstituentScratch run_scratch;
+  Constituent* const runs = run_scratch.data();
   const uint32_t n = unreclaimed_runs(t, runs);
   const DescSpec s = response_spec(t, l, runs, n);
   const uint32_t len = static_cast<uint32_t>(build_region(s, out));
