@@ -45,7 +45,7 @@ Log = Callable[[str], None]
 TARGET = "qemu-arm64"
 KERNEL = debian_kernels.DEFAULT_KERNEL      # debian:7.3, its arm64 build
 RUN_INIT = Path(__file__).resolve().parents[5] / "targets" / "qemu_arm64" / "initramfs" / "run-init"
-MAX_BOOTS = 80            # boots of one run (fresh-state reboots and crash resumes)
+MAX_BOOTS = 1000          # a bound only: every boot runs at least one scenario, so a run ends
 BOOT_TIMEOUT = 180.0      # QEMU start -> the agent's probe frame
 SILENCE_TIMEOUT = 60.0    # no frame for this long after the probe: a hang
 # The FF-A proxy of Debian's 7.3 ffa.c as the model must see it (the el2 target reads the
