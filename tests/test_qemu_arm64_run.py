@@ -96,12 +96,16 @@ PROBE = {"t": "probe", "ok": True, "release": "7.3.4+deb13-arm64", "page_size": 
 
 
 def test_identity_is_the_models_real_el3_profile_of_debians_73():
+    # The partition our firmware starts is the one the model's SPMC must know.
+    assert "id = <0x8001>;" in (REPO / "targets" / "qemu_arm64" / "sp" / "sp_manifest.dts").read_text()
     ident = run.identity(PROBE, "v2.12.1", 1.25)
     assert ident["abi"] == "ffa" and ident["target"] == "qemu-arm64"
     assert ident["release"] == "7.3.4+deb13-arm64+tf-a-2.12.1"
     # The values the el2 target reports for Debian's 7.3 tree at 4K.
     assert ident["ffa"] == {"page_size": 4096, "phys_base": 0x7f6c0000, "host_pages": 2432, "mbox_pages": 1,
-                            "desc_buf_bytes": 36864, "version": 0x10002, "real_el3": 1, "reclaim2": 0}
+                            "desc_buf_bytes": 36864, "version": 0x10002, "real_el3": 1, "reclaim2": 0,
+                            "spmc": {"version": 0x10002, "sp_ids": [0x8001], "reclaim2": False,
+                                     "donate": False, "one_send_in_flight": False}}
     assert ident["cap_bits"] == 2 and ident["seconds"] == 1.25
     with pytest.raises(ToolError, match="PAGE_SIZE 8192"):
         run.identity(dict(PROBE, page_size=8192), "v2.12.1", 0)

@@ -21,7 +21,8 @@
 //       other in "ops"; the runs recorded in full are judged.
 //       FF-A (a real machine's host, targets/qemu_arm64): the identity record
 //       has "abi":"ffa" and "ffa":{page_size, phys_base, host_pages, mbox_pages,
-//       desc_buf_bytes, version, real_el3, reclaim2} (the model's ProxyProfile; the
+//       desc_buf_bytes, version, real_el3, reclaim2, spmc:{version, sp_ids[],
+//       reclaim2, donate, one_send_in_flight}} (the model's ProxyProfile; the
 //       target's state is hidden: ProxyProfile::state_hidden) instead of "profile",
 //       and each op is [kind, value, aux, [x0..x7]].
 #include <sys/stat.h>
@@ -166,6 +167,22 @@ ffa::ProxyProfile read_ffa_profile(const nlohmann::json& r, TargetIdentity* id) 
   p.version = static_cast<uint32_t>(field("version"));
   p.real_el3 = field("real_el3") != 0;
   p.reclaim2 = field("reclaim2") != 0;
+  // The SPMC behind the proxy as it is configured (the el2 target's RealEl3Profile).
+  if (!f.contains("spmc")) throw std::runtime_error("field 'ffa.spmc' is missing");
+  const auto& sp = f.at("spmc");
+  auto spmc_field = [&sp](const char* name) {
+    if (!sp.contains(name)) throw std::runtime_error(std::string("field 'ffa.spmc.") + name + "' is missing");
+    return sp.at(name);
+  };
+  p.spmc.version = spmc_field("version").get<uint32_t>();
+  const auto& ids = spmc_field("sp_ids");
+  if (!ids.is_array() || ids.empty() || ids.size() > ffa::kMaxSps)
+    throw std::runtime_error("field 'ffa.spmc.sp_ids': not an array of 1.." + std::to_string(ffa::kMaxSps) + " ids");
+  p.spmc.n_sps = static_cast<uint32_t>(ids.size());
+  for (uint32_t k = 0; k < ffa::kMaxSps; ++k) p.spmc.sp_ids[k] = k < ids.size() ? ids.at(k).get<uint16_t>() : 0;
+  p.spmc.reclaim2 = spmc_field("reclaim2").get<bool>();
+  p.spmc.donate = spmc_field("donate").get<bool>();
+  p.spmc.one_send_in_flight = spmc_field("one_send_in_flight").get<bool>();
   p.state_hidden = true;
   id->profile = ffa::profile_name(p);
   for (const auto& c : r.at("caps")) id->caps.emplace_back(c.at(0).get<std::string>(), c.at(1).get<uint64_t>());

@@ -186,7 +186,9 @@ json ffa_identity() {
   return json::parse(R"({"type": "identity", "abi": "ffa", "target": "qemu-arm64",
     "release": "7.3.4+deb13-arm64+tf-a-2.12.1", "seconds": 0.5,
     "ffa": {"page_size": 4096, "phys_base": 2137784320, "host_pages": 2432, "mbox_pages": 1,
-            "desc_buf_bytes": 36864, "version": 65538, "real_el3": 1, "reclaim2": 0},
+            "desc_buf_bytes": 36864, "version": 65538, "real_el3": 1, "reclaim2": 0,
+            "spmc": {"version": 65538, "sp_ids": [32769], "reclaim2": false, "donate": false,
+                     "one_send_in_flight": false}},
     "caps": [["page_size", 4096]], "cap_bits": 2})");
 }
 
@@ -220,6 +222,9 @@ TEST_F(Replay, FfaIdentityFieldsAreChecked) {
   json bad_ps = ffa_identity();
   bad_ps["ffa"]["page_size"] = 8192;
   EXPECT_EQ(call({"replay", "--observations", write("b2.jsonl", ffa_obs(bad_ps, ops)), scen}), 2);
+  json no_sps = ffa_identity();
+  no_sps["ffa"]["spmc"]["sp_ids"] = json::array();
+  EXPECT_EQ(call({"replay", "--observations", write("b4.jsonl", ffa_obs(no_sps, ops)), scen}), 2);
   json short_regs = json::parse(R"([[0,0,0,[65538,0]]])");
   EXPECT_EQ(call({"replay", "--observations", write("b3.jsonl", ffa_obs(ffa_identity(), short_regs)), scen}), 2);
 }

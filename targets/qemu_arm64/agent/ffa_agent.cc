@@ -8,9 +8,11 @@
 // issues one SMC with x0..x17 (trapped by pKVM at EL2) and maps one physically
 // contiguous buffer that stands for the scenarios' harness RAM
 // (models/ffa/scenario_ops.h harness_ram: host pages from phys_base). Every
-// address of that range in a register or in a descriptor's constituents is
-// translated to the buffer (pa = buf_pa + addr - phys_base) and back in the
-// registers reported; an address outside it that is RAM of this machine
+// address of that range in an address register (by function ID: RXTX_MAP's
+// mailboxes, a send's or retrieve's buffer) or in a descriptor's constituents
+// is translated to the buffer (pa = buf_pa + addr - phys_base), and a
+// translated register echoed back reads as the scenario gave it; an address
+// outside it that is RAM of this machine
 // (0x40000000..0x80000000, the kernel's own memory) is moved to MMIO space
 // (kOutside) so that no scenario shares or lends a page the kernel uses. The
 // calls and descriptor bytes come from the model's own builders
@@ -184,11 +186,6 @@ class Agent {
     if (a >= kRamBase && a < kRamEnd) return kOutside + (a - kRamBase) % kOutsideSpan;
     return a;
   }
-  // A register value in the buffer -> the scenario address it stands for.
-  uint64_t to_scenario(uint64_t v) const {
-    if (v >= dev_.info.pa && v - dev_.info.pa < host_bytes_) return layout_.phys_base + (v - dev_.info.pa);
-    return v;
-  }
 
   // Whether pKVM's FF-A state is the one the model starts s from (see the top).
   bool fresh_for(const Scenario& s) const {
@@ -238,9 +235,19 @@ class Agent {
   }
 
   // Why this target cannot run s (empty: it can).
-  static std::string unsupported(const Scenario& s) {
+  std::string unsupported(const Scenario& s) const {
     if (s.abi != Abi::kFfa) return "not an FF-A scenario";
     for (const Op& op : s.ops) {
+      // A constituent that starts in harness RAM and runs past its end names, in the
+      // model, the hypervisor's pages after it; here it names what follows the
+      // module's buffer, which is the host's own memory.
+      const size_t blob = op.code == F::kOpTxMemDesc ? op.args[9] : op.code == F::kOpTxConstituents ? op.args[1] : SIZE_MAX;
+      if (blob < s.blobs.size())
+        for (const F::Constituent& c : F::ranges_of(s.blobs[blob], 0))
+          if (c.address >= layout_.phys_base && c.address - layout_.phys_base < host_bytes_ &&
+              c.pages * F::kFfaPage > host_bytes_ - (c.address - layout_.phys_base))
+            return "a constituent runs past the harness RAM into the model's hypervisor pages "
+                   "(here: the host memory after the agent's buffer)";
       if (op.thread != 0) return "concurrent groups: the agent runs one call at a time";
       if (op.code == F::kOpEl3Misbehave) return "el3_misbehave: a real TF-A takes no injected fault";
       if (op.code == F::kOpEl3Profile) return "el3_profile: a real TF-A is what it is";
@@ -274,6 +281,24 @@ class Agent {
     return b;
   }
 
+  // A tx_write's bytes (a hand-made descriptor): every little-endian u64 at a
+  // 4-byte-aligned position of the TX window whose value is a harness-RAM
+  // address is translated, as a constituent's address is (constituents sit at
+  // 4-byte-aligned offsets of any descriptor an SPMC parses); nothing else changes.
+  void translate_raw(uint64_t offset, std::vector<uint8_t>* bytes) const {
+    for (size_t k = (4 - offset % 4) % 4; k + 8 <= bytes->size();) {
+      uint64_t v = 0;
+      std::memcpy(&v, bytes->data() + k, 8);
+      if (v >= layout_.phys_base && v - layout_.phys_base < host_bytes_) {
+        v = to_real(v);
+        std::memcpy(bytes->data() + k, &v, 8);
+        k += 8;
+      } else {
+        k += 4;
+      }
+    }
+  }
+
   uint64_t tx_op(const Scenario& s, const Op& op) {
     // The descriptor's constituents at this machine's addresses: the same
     // builder on a copy of the scenario whose ranges blob is translated.
@@ -283,7 +308,8 @@ class Agent {
       real.blobs[op.args[9]] = real_ranges(s.blobs[op.args[9]]);
     if (op.code == F::kOpTxConstituents && op.args[1] < s.blobs.size())
       real.blobs[op.args[1]] = real_ranges(s.blobs[op.args[1]]);
-    const F::TxWrite w = F::tx_bytes(real, op);
+    F::TxWrite w = F::tx_bytes(real, op);
+    if (op.code == F::kOpTxWrite) translate_raw(w.offset, &w.bytes);
     if (w.is_desc) last_desc_len_ = w.desc_len;
     const uint64_t len = F::tx_clip(layout_, tx_known_, tx_window_, w.offset, w.bytes.size());
     if (len) std::memcpy(dev_.buf + (tx_window_ - layout_.phys_base) + w.offset, w.bytes.data(), len);
@@ -309,14 +335,23 @@ class Agent {
     }
     uint64_t in[8];
     F::host_regs(op, handles_, last_desc_len_, in);
-    // Addresses: the mailboxes of rxtx_map, a send's buffer, any register of a raw call.
-    if (op.code == F::kOpRxtxMap) {
-      in[1] = to_real(in[1]);
-      in[2] = to_real(in[2]);
-    } else if (F::is_producer(op.code)) {
-      if (in[3]) in[3] = to_real(in[3]);
-    } else if (op.code == F::kOpRaw) {
-      for (int k = 1; k < 8; ++k) in[k] = to_real(in[k]);
+    // Addresses, by what the call's registers are (a raw call's too, by its function
+    // ID): the mailboxes of FFA_RXTX_MAP, the buffer of a send or a retrieve request.
+    // Nothing else is touched: a handle or a size may well look like an address.
+    const uint64_t scen[8] = {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]};
+    bool moved[8] = {};
+    auto move = [&](int k) {
+      if (in[k] == 0) return;
+      in[k] = to_real(in[k]);
+      moved[k] = in[k] != scen[k];
+    };
+    const uint32_t fid = static_cast<uint32_t>(in[0]) & ~F::kSmc64Bit;
+    if (fid == (F::kFnRxtxMap64 & ~F::kSmc64Bit)) {
+      move(1);
+      move(2);
+    } else if (fid == (F::kFnMemShare64 & ~F::kSmc64Bit) || fid == (F::kFnMemLend64 & ~F::kSmc64Bit) ||
+               fid == (F::kFnMemDonate64 & ~F::kSmc64Bit) || fid == (F::kFnMemRetrieveReq64 & ~F::kSmc64Bit)) {
+      move(3);
     }
     touched_ = true;
     if (op.code == F::kOpVersion && !have_version_) {
@@ -324,11 +359,13 @@ class Agent {
       version_req_ = op.args[0];
     }
     if (!dev_.smc(in, r)) return Outcome::err(errno);
-    for (int k = 1; k < 8; ++k) r[k] = to_scenario(r[k]);
+    // An untouched register echoed back (SMC_UNK leaves x1..x7 as they were) reads
+    // as the scenario gave it.
+    for (int k = 1; k < 8; ++k)
+      if (moved[k] && r[k] == in[k]) r[k] = scen[k];
     Outcome o = Outcome::ok(0);
     for (int k = 0; k < 8; ++k) o.regs[k] = r[k];
-    const uint32_t fid = F::fid_of(r);
-    const bool ok = fid == F::kFnSuccess32 || r[0] == F::kFnSuccess64;
+    const bool ok = F::fid_of(r) == F::kFnSuccess32 || r[0] == F::kFnSuccess64;
     if (op.code == F::kOpRxtxMap) {
       tx_window_ = op.args[0];
       tx_known_ = true;
@@ -456,7 +493,7 @@ int run() {
         out.send({{"t", "caps"}, {"s", s}, {"missing", sc.requires_caps & ~caps}});
         continue;
       }
-      if (std::string why = Agent::unsupported(sc); !why.empty()) {
+      if (std::string why = agent.unsupported(sc); !why.empty()) {
         out.send({{"t", "skip"}, {"s", s}, {"why", why}});
         continue;
       }

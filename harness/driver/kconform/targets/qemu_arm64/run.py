@@ -53,6 +53,12 @@ SILENCE_TIMEOUT = 60.0    # no frame for this long after the probe: a hang
 # hyp_ffa_proxy_pages() less its two mailboxes, FF-A v1.2).
 MBOX_PAGES = 1
 FFA_VERSION_12 = 0x10002
+# TF-A 2.12.1's EL3 SPMC as our firmware configures it, for the model's SPMC (what
+# targets/spmc/tfa_spmc.cc TfaSpmc::model_config says of the same SPMC in-process): FF-A
+# v1.2, one partition (ours, sp/sp_manifest.dts: 0x8001), no RECLAIM2, no DONATE, a new send
+# while a fragmented one is in flight is not BUSY.
+SPMC = {"version": FFA_VERSION_12, "sp_ids": [0x8001], "reclaim2": False, "donate": False,
+        "one_send_in_flight": False}
 # pKVM's own failures, printed by the host kernel before it panics (arch/arm64/kvm/handle_exit.c).
 HYP_PANIC = re.compile(r"(?:nVHE hyp (?:panic|BUG) at:[^\n]*|hVHE hyp (?:panic|BUG) at:[^\n]*)")
 
@@ -170,7 +176,7 @@ def identity(probe: dict, tfa_version: str, seconds: float) -> dict:
     release = f"{probe['release']}+tf-a-{tfa_version.lstrip('v')}"
     ffa = {"page_size": ps, "phys_base": probe["phys_base"], "host_pages": probe["host_pages"],
            "mbox_pages": MBOX_PAGES, "desc_buf_bytes": desc_buf_bytes(ps), "version": FFA_VERSION_12,
-           "real_el3": 1, "reclaim2": 0}
+           "real_el3": 1, "reclaim2": 0, "spmc": SPMC}
     caps = [["page_size", ps], ["reclaim2", 0], ["host_pages", probe["host_pages"]],
             ["phys_base", probe["phys_base"]], ["buf_pa", probe["buf_pa"]], ["real_el3", 1]]
     return {"type": "identity", "abi": "ffa", "target": TARGET, "release": release, "ffa": ffa,
