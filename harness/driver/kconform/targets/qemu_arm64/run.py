@@ -270,7 +270,9 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     timing = (f"boot to first observed op {first:.1f} s; " if first is not None else "no op observed; ") + \
              f"in the guest {agent_scenarios} scenarios, {agent_ops} ops in {agent_seconds:.2f} s" + \
              (f" ({rate:.1f} scenarios/s)" if rate else "") + \
-             f"; {len(boots)} boot(s) ({len(stops)} for a fresh FF-A state), wall {wall:.1f} s; " \
+             f"; {len(boots)} boot(s) ({sum(1 for x in stops if x.get('reason') == 'fresh')} for a scenario that needs " \
+             f"a fresh FF-A version, {sum(1 for x in stops if x.get('reason') == 'taint')} after a cleanup that failed, " \
+             f"{len(crashes)} after a crash), wall {wall:.1f} s; " \
              f"{len(skipped)} scenario(s) not runnable here (skipped.json); frames lost: " \
              f"{sum(b.garbled for b in boots)} garbled, {sum(b.gaps for b in boots)} gaps"
     run.target["kernel"] = str(kernel.image)
