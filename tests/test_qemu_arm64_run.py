@@ -120,3 +120,13 @@ def test_flags_the_target_cannot_honour_are_refused(flags, named):
     r = kconform("run", "--target", "qemu-arm64", "corpora/ffa/smoke.kcs", *flags, timeout=300)
     assert r.returncode == 2, r.stdout + r.stderr
     assert named in r.stderr and "qemu-arm64" in r.stderr
+
+
+def test_a_pkvm_hyp_bug_on_the_console_is_recognised():
+    # The lines of a real boot (ffa/frag/tx-none-4k through stock 7.3 and TF-A 2.12.1).
+    log = ("[    6.758571] kvm [98]: nVHE hyp BUG at: ffff8000812d12c8!\n"
+           "[    6.763770] Kernel panic - not syncing: HYP panic:\n")
+    m = run.HYP_PANIC.search(log)
+    assert m and m.group(0) == "nVHE hyp BUG at: ffff8000812d12c8!"
+    assert run.HYP_PANIC.search("kvm [1]: nVHE hyp panic at: [<ffff800080012345>] __kvm_nvhe_x+0x10/0x20!")
+    assert not run.HYP_PANIC.search("kvm [1]: Protected hVHE mode initialized successfully")
