@@ -19,6 +19,12 @@
 //       is judged up to its last recorded op; one without a record is left out.
 //       A scenario with `repeat N` has its N runs' outcomes one after the
 //       other in "ops"; the runs recorded in full are judged.
+//       FF-A (a real machine's host, targets/qemu_arm64): the identity record
+//       has "abi":"ffa" and "ffa":{page_size, phys_base, host_pages, mbox_pages,
+//       desc_buf_bytes, version, real_el3, reclaim2, spmc:{version, sp_ids[],
+//       reclaim2, donate, one_send_in_flight}} (the model's ProxyProfile; the
+//       target's state is hidden: ProxyProfile::state_hidden) instead of "profile",
+//       and each op is [kind, value, aux, [x0..x7]].
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -34,6 +40,7 @@
 #include "harness/runner/group.h"
 #include "harness/runner/runner.h"
 #include "harness/scenario/codec.h"
+#include "models/ffa/model.h"
 #include "models/gmem/model.h"
 
 namespace kconform {
@@ -137,6 +144,71 @@ bool read_identity(const nlohmann::json& r, TargetIdentity* id, gmem::Profile* p
   return true;
 }
 
+// The FF-A model's profile from an identity record's "ffa" object; every field is needed.
+ffa::ProxyProfile read_ffa_profile(const nlohmann::json& r, TargetIdentity* id) {
+  id->target = r.at("target").get<std::string>();
+  id->release = r.at("release").get<std::string>();
+  const auto& f = r.at("ffa");
+  auto field = [&f](const char* name) {
+    if (!f.contains(name)) throw std::runtime_error(std::string("field 'ffa.") + name + "' is missing");
+    return f.at(name).get<uint64_t>();
+  };
+  ffa::ProxyProfile p;
+  p.page_size = field("page_size");
+  if (p.page_size != 4096 && p.page_size != 16384 && p.page_size != 65536)
+    throw std::runtime_error("field 'ffa.page_size': " + std::to_string(p.page_size) + " is not 4096, 16384 or 65536");
+  p.phys_base = field("phys_base");
+  p.host_pages = field("host_pages");
+  if (p.host_pages == 0 || p.host_pages > ffa::kMaxHostPages)
+    throw std::runtime_error("field 'ffa.host_pages': " + std::to_string(p.host_pages) + " is not in 1.." +
+                             std::to_string(ffa::kMaxHostPages));
+  p.mbox_pages = field("mbox_pages");
+  p.desc_buf_bytes = field("desc_buf_bytes");
+  p.version = static_cast<uint32_t>(field("version"));
+  p.real_el3 = field("real_el3") != 0;
+  p.reclaim2 = field("reclaim2") != 0;
+  // The SPMC behind the proxy as it is configured (the el2 target's RealEl3Profile).
+  if (!f.contains("spmc")) throw std::runtime_error("field 'ffa.spmc' is missing");
+  const auto& sp = f.at("spmc");
+  auto spmc_field = [&sp](const char* name) {
+    if (!sp.contains(name)) throw std::runtime_error(std::string("field 'ffa.spmc.") + name + "' is missing");
+    return sp.at(name);
+  };
+  p.spmc.version = spmc_field("version").get<uint32_t>();
+  const auto& ids = spmc_field("sp_ids");
+  if (!ids.is_array() || ids.empty() || ids.size() > ffa::kMaxSps)
+    throw std::runtime_error("field 'ffa.spmc.sp_ids': not an array of 1.." + std::to_string(ffa::kMaxSps) + " ids");
+  p.spmc.n_sps = static_cast<uint32_t>(ids.size());
+  for (uint32_t k = 0; k < ffa::kMaxSps; ++k) p.spmc.sp_ids[k] = k < ids.size() ? ids.at(k).get<uint16_t>() : 0;
+  p.spmc.reclaim2 = spmc_field("reclaim2").get<bool>();
+  p.spmc.donate = spmc_field("donate").get<bool>();
+  p.spmc.one_send_in_flight = spmc_field("one_send_in_flight").get<bool>();
+  p.state_hidden = true;
+  id->profile = ffa::profile_name(p);
+  for (const auto& c : r.at("caps")) id->caps.emplace_back(c.at(0).get<std::string>(), c.at(1).get<uint64_t>());
+  id->cap_bits = r.at("cap_bits").get<uint32_t>();
+  return p;
+}
+
+// An FF-A op: [kind, value, aux, [x0..x7]] (the registers the host saw).
+RecordedOp read_ffa_op(const nlohmann::json& o, size_t index) {
+  int kind = o.at(0).get<int>();
+  if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
+    throw std::runtime_error("ops[" + std::to_string(index) + "]: outcome kind " + std::to_string(kind) +
+                             " is not known");
+  RecordedOp out;
+  out.outcome.kind = static_cast<Outcome::Kind>(kind);
+  out.outcome.value = o.at(1).get<int64_t>();
+  out.outcome.aux = o.at(2).get<uint64_t>();
+  if (o.size() > 3) {
+    const auto& r = o.at(3);
+    if (!r.is_array() || r.size() != 8)
+      throw std::runtime_error("ops[" + std::to_string(index) + "][3] (registers): not an array of 8");
+    for (size_t k = 0; k < 8; ++k) out.outcome.regs[k] = r.at(k).get<uint64_t>();
+  }
+  return out;
+}
+
 RecordedOp read_op(const nlohmann::json& o, uint64_t page_size, size_t index) {
   int kind = o.at(0).get<int>();
   if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
@@ -206,6 +278,8 @@ int cmd_replay(int argc, char** argv) {
 
   TargetIdentity id;
   gmem::Profile profile;
+  ffa::ProxyProfile ffa_profile;
+  bool is_ffa = false;
   bool have_identity = false;
   double seconds = 0;  // how long the recording target ran the scenarios
   std::map<size_t, std::vector<RecordedOp>> by_index;
@@ -219,7 +293,13 @@ int cmd_replay(int argc, char** argv) {
       auto r = nlohmann::json::parse(line);
       std::string type = r.at("type").get<std::string>();
       if (type == "identity") {
-        have_identity = read_identity(r, &id, &profile);
+        is_ffa = r.value("abi", std::string("gmem")) == "ffa";
+        if (is_ffa) {
+          ffa_profile = read_ffa_profile(r, &id);
+          have_identity = true;
+        } else {
+          have_identity = read_identity(r, &id, &profile);
+        }
         seconds = r.value("seconds", 0.0);
       } else if (type == "scenario") {
         size_t s = r.at("s").get<size_t>();
@@ -228,7 +308,8 @@ int cmd_replay(int argc, char** argv) {
                       std::to_string(all.size()) + " scenarios were given");
         if (!have_identity) return fail(where + ": a 'scenario' record before the 'identity' record");
         std::vector<RecordedOp> ops;
-        for (const auto& o : r.at("ops")) ops.push_back(read_op(o, profile.page_size, ops.size()));
+        for (const auto& o : r.at("ops"))
+          ops.push_back(is_ffa ? read_ffa_op(o, ops.size()) : read_op(o, profile.page_size, ops.size()));
         if (ops.size() > all[s].scenario.ops.size() * all[s].scenario.repeat)
           return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
         by_index[s] = std::move(ops);
@@ -264,7 +345,7 @@ int cmd_replay(int argc, char** argv) {
     if (it != by_index.end()) recorded[&replayed[n].scenario] = it->second;
   }
   ReplayTarget target(id, std::move(recorded));
-  std::unique_ptr<Model> model = gmem::make_model(profile);
+  std::unique_ptr<Model> model = is_ffa ? ffa::make_model(ffa_profile) : gmem::make_model(profile);
 
   std::FILE* out = stdout;
   if (!a.out.empty() && a.out != "-") {

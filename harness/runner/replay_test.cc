@@ -176,6 +176,59 @@ TEST_F(Replay, BadObservationsAndHelp) {
   EXPECT_EQ(call({"run", scen}), -1) << "not a replay subcommand";
 }
 
+// FF-A observations from a real machine (targets/qemu_arm64): judged by the
+// FF-A model with a real EL3 and the target's state hidden (registers only).
+constexpr const char* kFfaScenario =
+    "kconform-scenario 1\nabi ffa\nname test/replay/ffa\nrequires page_4k\n"
+    "version\nrxtx_map tx=0x80000000 rx=0x80010000 pages=1\n";
+
+json ffa_identity() {
+  return json::parse(R"({"type": "identity", "abi": "ffa", "target": "qemu-arm64",
+    "release": "7.3.4+deb13-arm64+tf-a-2.12.1", "seconds": 0.5,
+    "ffa": {"page_size": 4096, "phys_base": 2137784320, "host_pages": 2432, "mbox_pages": 1,
+            "desc_buf_bytes": 36864, "version": 65538, "real_el3": 1, "reclaim2": 0,
+            "spmc": {"version": 65538, "sp_ids": [32769], "reclaim2": false, "donate": false,
+                     "one_send_in_flight": false}},
+    "caps": [["page_size", 4096]], "cap_bits": 2})");
+}
+
+std::string ffa_obs(const json& id, const json& ops) {
+  return id.dump() + "\n" + json{{"type", "scenario"}, {"s", 0}, {"ops", ops}}.dump() + "\n";
+}
+
+TEST_F(Replay, FfaRegistersAreJudgedWithTheStateHidden) {
+  std::string scen = write("f.kcs", kFfaScenario);
+  // FFA_VERSION -> 1.2 in x0; FFA_RXTX_MAP -> FFA_SUCCESS; no state digest recorded.
+  json ok = json::parse(R"([[0,0,0,[65538,0,0,0,0,0,0,0]],[0,0,0,[2214592609,0,0,0,0,0,0,0]]])");
+  std::vector<json> recs;
+  ASSERT_EQ(call({"replay", "--observations", write("o1.jsonl", ffa_obs(ffa_identity(), ok)), scen}, &recs), 0);
+  EXPECT_EQ(recs[1]["target"], "qemu-arm64");
+  EXPECT_EQ(recs[1]["profile"], "ffa-4k-real-el3-regs-only");
+  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "pass"}));
+  // A refusal where the model expects success: a violation, adopted (a refused
+  // call changes nothing), so the run goes on.
+  json refused = json::parse(R"([[0,0,0,[65538,0,0,0,0,0,0,0]],[0,0,0,[2214592608,0,4294967294,0,0,0,0,0]]])");
+  ASSERT_EQ(call({"replay", "--observations", write("o2.jsonl", ffa_obs(ffa_identity(), refused)), scen}, &recs),
+            1);
+  EXPECT_EQ(verdicts(recs), (std::vector<std::string>{"pass", "violation"}));
+}
+
+TEST_F(Replay, FfaIdentityFieldsAreChecked) {
+  std::string scen = write("f.kcs", kFfaScenario);
+  json ops = json::parse(R"([[0,0,0,[65538,0,0,0,0,0,0,0]]])");
+  json no_base = ffa_identity();
+  no_base["ffa"].erase("phys_base");
+  EXPECT_EQ(call({"replay", "--observations", write("b1.jsonl", ffa_obs(no_base, ops)), scen}), 2);
+  json bad_ps = ffa_identity();
+  bad_ps["ffa"]["page_size"] = 8192;
+  EXPECT_EQ(call({"replay", "--observations", write("b2.jsonl", ffa_obs(bad_ps, ops)), scen}), 2);
+  json no_sps = ffa_identity();
+  no_sps["ffa"]["spmc"]["sp_ids"] = json::array();
+  EXPECT_EQ(call({"replay", "--observations", write("b4.jsonl", ffa_obs(no_sps, ops)), scen}), 2);
+  json short_regs = json::parse(R"([[0,0,0,[65538,0]]])");
+  EXPECT_EQ(call({"replay", "--observations", write("b3.jsonl", ffa_obs(ffa_identity(), short_regs)), scen}), 2);
+}
+
 // Records every outcome of the target it wraps.
 class Recorder : public Target {
  public:

@@ -74,7 +74,7 @@ class FfaModel final : public Model {
       case kOpTxConstituents: {
         // HARNESS:TX: the bytes written, no FF-A state change.
         Allowed a = Allowed::ok(kFfaHarnessTxWrite, static_cast<int64_t>(h_.tx_length(profile_, s, op)));
-        a.check_state = true;
+        a.check_state = !profile_.state_hidden;
         a.state = pre;
         push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessTxWrite, false});
@@ -83,7 +83,7 @@ class FfaModel final : public Model {
       case kOpEl3Misbehave: {
         // HARNESS:EL3: arms a fault, changes nothing the digest sees.
         Allowed a = Allowed::ok(kFfaHarnessEl3Knob, 0);
-        a.check_state = true;
+        a.check_state = !profile_.state_hidden;
         a.state = pre;
         push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessEl3Knob, false});
@@ -96,7 +96,7 @@ class FfaModel final : public Model {
         // host_count judges the contents: SPMC:RECLAIM-ZERO says what they are.
         const RuleId rule = op.code == kOpHostCount ? kFfaSpmcReclaimZero : kFfaHarnessHostMem;
         Allowed a = Allowed::ok(rule, static_cast<int64_t>(v));
-        a.check_state = true;
+        a.check_state = !profile_.state_hidden;
         a.state = pre;
         push(out, a, kUnchanged);
         out.hits.push_back({kFfaHarnessHostMem, false});
@@ -106,7 +106,7 @@ class FfaModel final : public Model {
       case kOpEl3Profile: {
         // PROFILE:PERMISSIVE-EL3: the SPMC's profile, changes nothing the digest sees.
         Allowed a = Allowed::ok(kFfaProfilePermissiveEl3, 0);
-        a.check_state = true;
+        a.check_state = !profile_.state_hidden;
         a.state = pre;
         push(out, a, kUnchanged);
         out.hits.push_back({kFfaProfilePermissiveEl3, false});
@@ -121,7 +121,7 @@ class FfaModel final : public Model {
         a.regs_mask = kX0 | kX2;
         a.regs[0] = ans.out[0];
         a.regs[2] = ans.out[2];
-        a.check_state = true;
+        a.check_state = !profile_.state_hidden;
         a.state = world_->digest({ans.slot, &ans.tx});
         push(out, a, 0);
         out.hits.push_back({kFfaHarnessSpOp, false});
@@ -155,7 +155,7 @@ class FfaModel final : public Model {
       // model's stays in regs (commit renames it to the target's).
       if (profile_.real_el3) a.regs_mask &= static_cast<uint8_t>(~new_handle_regs(in, alt.regs));
       for (uint32_t r = 0; r < kCallRegs; ++r) a.regs[r] = alt.regs[r];
-      a.check_state = true;
+      a.check_state = !profile_.state_hidden;
       a.state = alt.effect == kUnchanged ? pre : post_[alt.effect];
       push(out, a, alt.effect);
     }
@@ -237,6 +237,7 @@ class FfaModel final : public Model {
       *note = "the op returned no result (" + to_string(observed) + "): the model cannot say what it changed";
       return false;
     }
+    if (profile_.state_hidden) return adopt_hidden(s, i, op, observed, note);
     if (is_harness_op(op.code)) {
       for (const Allowed& a : allowed_)
         if (a.state == observed.state) {
@@ -284,6 +285,26 @@ class FfaModel final : public Model {
   }
 
  private:
+  // adopt() when the target's state is hidden (ProxyProfile::state_hidden): a
+  // refused host call changed nothing (FF-A), so the model keeps its state;
+  // anything else may have changed what the model cannot see.
+  bool adopt_hidden(const Scenario& s, size_t i, const Op& op, const Outcome& observed, std::string* note) {
+    if (is_harness_op(op.code) && op.code != kOpSpRetrieve && op.code != kOpSpRelinquish) {
+      commit(s, i, observed);  // changes no FF-A state: the model's bytes are written as the op says
+      *note = "a harness op changes no FF-A state: the model takes its effect";
+      return true;
+    }
+    if (!is_harness_op(op.code) && fid_of(observed.regs.data()) == kFnError) {
+      if (op.code == kOpRxtxMap) h_.mapped(op);  // HARNESS:TX: whatever the outcome
+      take(op, observed, kUnchanged);
+      *note = "the call was refused (FFA_ERROR) and the target's state is hidden: the model keeps its state";
+      return true;
+    }
+    planned_ = {};
+    *note = "the target's state is hidden and the op did not fail: the model cannot say what it changed";
+    return false;
+  }
+
   static bool is_harness_op(uint8_t code) {
     switch (code) {
       case kOpTxWrite:
@@ -408,7 +429,7 @@ void set_model_restore_skip_ram(Model& model, bool skip) { static_cast<FfaModel&
 
 std::string profile_name(const ProxyProfile& p) {
   return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "") +
-         (p.real_el3 ? "-real-el3" : "");
+         (p.real_el3 ? "-real-el3" : "") + (p.state_hidden ? "-regs-only" : "");
 }
 
 }  // namespace kconform::ffa

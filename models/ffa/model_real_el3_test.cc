@@ -192,5 +192,39 @@ TEST(FfaModelRealEl3, TheStateHoldsNoHandleValue) {
   }
 }
 
+// ProxyProfile::state_hidden (a real machine, targets/qemu_arm64): no allowed
+// outcome checks the state digest, so a share's success is judged by its
+// registers alone; after a violation the model goes on from a refusal only.
+TEST(FfaModelRealEl3, WithTheStateHiddenOnlyTheRegistersAreJudged) {
+  ProxyProfile p = real(true);
+  p.state_hidden = true;
+  EXPECT_EQ(profile_name(p), "ffa-4k-real-el3-regs-only");
+  Play run(p, scenario(p, kFull, kShare));
+  ASSERT_TRUE(run.ok()) << run.error;
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  const Expectation e = run.expect_last();
+  for (const Allowed& a : e.allowed) EXPECT_FALSE(a.check_state);
+  const Allowed* ok = allowed_with(e, kFnSuccess32);
+  ASSERT_NE(ok, nullptr);
+  Outcome o = success_with(*ok, kTheirs);
+  o.state = 0x1234;  // whatever the target says of its state, it is not looked at
+  EXPECT_EQ(judge(e, o).kind, VerdictKind::kPass);
+  // A refusal (FFA_ERROR) where success is expected: a violation the model adopts.
+  Outcome refused = pick(*ok);
+  refused.regs[0] = kFnError;
+  refused.regs[2] = static_cast<uint32_t>(-2);
+  EXPECT_EQ(judge(e, refused).kind, VerdictKind::kViolation);
+  std::string note;
+  EXPECT_TRUE(run.m->adopt(run.s, run.s.ops.size() - 1, refused, &note)) << note;
+  // A success the model did not expect cannot be adopted: its effect is unseen.
+  Play again(p, scenario(p, kFull, kShare));
+  ASSERT_TRUE(again.play(again.s.ops.size() - 1)) << again.error;
+  const Expectation e2 = again.expect_last();
+  Outcome odd = success_with(*allowed_with(e2, kFnSuccess32), kTheirs);
+  odd.regs[1] = 0x77;  // not what any outcome allows
+  odd.regs[0] = kFnSuccess64;
+  EXPECT_FALSE(again.m->adopt(again.s, again.s.ops.size() - 1, odd, &note));
+}
+
 }  // namespace
 }  // namespace kconform::ffa

@@ -38,6 +38,11 @@ struct ProxyProfile {
   // holds its table in the SPMC:TABLE view (SPEC.md DIGEST:TABLE-VIEW) and
   // the handles it allocates are its choice (SPMC:HANDLE-SPEC).
   bool real_el3 = false;
+  // The target cannot show its state (a real machine: the host sees neither
+  // its stage-2 nor the SPMC's table; qemu-arm64): outcomes are judged by
+  // their registers and results alone, and after a violation the model goes
+  // on only from a refusal (FF-A: a failed call changes nothing).
+  bool state_hidden = false;
 
   uint64_t mbox_bytes() const { return mbox_pages * page_size; }
   uint64_t ram_bytes() const { return (host_pages + hyp_pages) * page_size; }

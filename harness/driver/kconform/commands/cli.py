@@ -79,7 +79,9 @@ def _add_run(sub) -> None:
                    help="run only this target (repeatable; known: host = the running kernel's "
                         "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine, "
                         "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default; "
-                        "spmc = FF-A straight into a real SPMC compiled for this machine, see --spmc)")
+                        "spmc = FF-A straight into a real SPMC compiled for this machine, see --spmc; "
+                        "qemu-arm64 = FF-A from the host of Debian's arm64 7.3 kernel through real pKVM and "
+                        "TF-A's EL3 SPMC in QEMU, 4K, not run by default)")
     p.add_argument("--spmc", choices=("tf-a", "op-tee"), default="tf-a",
                    help="spmc: which SPMC implementation (tf-a: TF-A's EL3 SPMC from the TF-A tree "
                         "./kconform build fetched, debian-src:arm-trusted-firmware, or its --spmc-tree; "

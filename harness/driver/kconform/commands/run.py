@@ -33,11 +33,14 @@ from kconform.sources import kernel_build, source_trees
 from kconform.sources.trees import DEFAULT_TREE
 from kconform.targets import el2
 from kconform.targets.qemu.replay import run_target as run_qemu
+from kconform.targets.qemu_arm64.run import run_target as run_qemu_arm64
 
 # Every target kconform knows, in the order `run` tries them, and the ABI each runs.
-TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa", "qemu": "gmem"}
-# Targets a run without --target leaves out (qemu downloads a kernel and boots it).
-OPT_IN_TARGETS = ("qemu",)
+TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa", "qemu": "gmem", "qemu-arm64": "ffa"}
+# Targets a run without --target leaves out (qemu and qemu-arm64 download a kernel and boot it).
+OPT_IN_TARGETS = ("qemu", "qemu-arm64")
+# Targets whose plan boots a machine (no runner probe: the guest reports its identity).
+BOOTED_TARGETS = ("qemu", "qemu-arm64")
 
 
 def _slug(text: str, limit: int = 80) -> str:
@@ -260,7 +263,27 @@ def _plan_spmc(args, log) -> list[Plan]:
     return plans
 
 
-PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _plan_qemu}
+def _plan_qemu_arm64(args, log) -> list[Plan]:
+    """FF-A scenarios from the host of Debian's arm64 kernel in pKVM protected mode, through
+    real pKVM and TF-A's EL3 SPMC under QEMU (targets/qemu_arm64); 4K pages only so far."""
+    if args.fault:
+        raise ToolError("flag --fault: target qemu-arm64 has no fault wrappers (real pKVM and TF-A)")
+    if args.kernel or getattr(args, "build", False) or args.tree or args.apply:
+        raise ToolError("flags --kernel/--build/--tree/--apply: target qemu-arm64 boots Debian's arm64 7.3 "
+                        "kernel only so far (targets/qemu_arm64/README.md)")
+    sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K"])]
+    if sizes != [4096]:
+        raise ToolError("flag --page-size: target qemu-arm64 runs 4K only so far (Debian's -arm64 kernel; "
+                        "the -arm64-16k kernel is not wired in yet)")
+    files = scenario_files(args.scenarios, "ffa")
+    if not files:
+        return []
+    return [Plan("qemu-arm64", Engine(runner_binary("default")), "qemu-arm64", files,
+                 rerun=["--target", "qemu-arm64", "--page-size", "4K"])]
+
+
+PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _plan_qemu,
+            "qemu-arm64": _plan_qemu_arm64}
 
 
 def cmd_run(args, console: Console) -> int:
@@ -298,7 +321,7 @@ def cmd_run(args, console: Console) -> int:
             skipped.append((t, str(e).splitlines()[0]))
             continue
         for plan in new_plans:
-            if plan.target == "qemu":
+            if plan.target in BOOTED_TARGETS:
                 plans.append(plan)
                 continue
             ident, why = plan.engine.probe(plan.target)
@@ -317,6 +340,9 @@ def cmd_run(args, console: Console) -> int:
         raw = out_dir / f"verdicts-{plan.label}.jsonl"
         if plan.target == "qemu":
             runs.append(run_qemu(plan.engine, plan.files, raw, out_dir, args.kernel, args.accel, log))
+            continue
+        if plan.target == "qemu-arm64":
+            runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log))
             continue
         if console.is_terminal and not args.quiet:
             with Progress(TextColumn(f"[bold]{plan.label}[/bold]"), BarColumn(), MofNCompleteColumn(),

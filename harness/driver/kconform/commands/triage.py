@@ -182,7 +182,7 @@ def auto_triage(plans, runs, args, out_dir: Path, budget: float, log) -> dict:
     deadline = time.monotonic() + budget
     with tempfile.TemporaryDirectory(prefix="kconform-triage-") as tmp:
         for plan, run in zip(plans, runs):
-            if plan.target == "qemu":
+            if plan.target in ("qemu", "qemu-arm64"):  # each try is a boot: triage them on their own
                 continue
             ns = _RunArgs(args, plan.target) if hasattr(args, "findings") else None
             runner = _runner(plan, ns, Path(tmp), log)

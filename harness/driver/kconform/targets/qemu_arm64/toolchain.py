@@ -15,7 +15,7 @@ GROUP = "qemu-arm64"
 CROSS_COMPILE = "aarch64-linux-gnu-"
 QEMU = "qemu-system-aarch64"
 # Every program the firmware build and the boot run, by name.
-PROGRAMS = (CROSS_COMPILE + "gcc", CROSS_COMPILE + "objcopy", "dtc", "make", "gcc", QEMU)
+PROGRAMS = (CROSS_COMPILE + "gcc", CROSS_COMPILE + "g++", CROSS_COMPILE + "objcopy", "dtc", "make", "gcc", QEMU)
 
 
 def ensure(log: Callable[[str], None]) -> None:

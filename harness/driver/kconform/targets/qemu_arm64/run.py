@@ -1,0 +1,298 @@
+"""`kconform run --target qemu-arm64`: FF-A scenarios issued from the host kernel of
+Debian's arm64 kernel in pKVM protected mode, through pKVM's real FF-A proxy at EL2,
+to TF-A 2.12.1's real EL3 SPMC, under qemu-system-aarch64 (TCG); the outcomes are
+replayed through the FF-A model on this machine (Engine.replay, the model's proxy
+profile with a real EL3 and the target's state hidden: the host sees registers and
+results, not its stage-2 or the SPMC's table).
+
+The agent (agent.py, ffa_agent.cc) and its module (module.py, kcffa.c) run inside;
+frames come over a virtio console (/dev/hvc0, a file here). A scenario runs only when
+pKVM's FF-A state is the one the model starts from (the agent's "stop" frames): the
+driver then boots again from the scenario named, as it does after a crash. A kernel
+panic, oops (pKVM's hyp panic and BUG included), WARNING or a hang is a QEMU.* finding
+at the scenario in flight, with the console log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from kconform.core.errors import ToolError
+from kconform.core.files import naming
+from kconform.core.paths import cache_dir
+from kconform.engine.runner import Engine
+from kconform.engine.verdicts import Finding, TargetRun
+from kconform.sources import debian_kernels
+from kconform.sources.kernel_image import Kernel
+from kconform.targets.qemu.boot import NONFATAL_KINDS, QemuProcess, console_events, in_flight_at
+from kconform.targets.qemu.frames import FrameStream
+from kconform.targets.qemu.initramfs import cache_archive
+from kconform.targets.qemu.replay import console_findings, scenario_locations
+from kconform.targets.qemu_arm64 import agent as agent_build
+from kconform.targets.qemu_arm64 import boot, firmware, module, toolchain
+from kconform.targets.qemu_arm64.initramfs import BUSYBOX
+from kconform.sources import debian_files
+
+Log = Callable[[str], None]
+
+TARGET = "qemu-arm64"
+KERNEL = debian_kernels.DEFAULT_KERNEL      # debian:7.3, its arm64 build
+RUN_INIT = Path(__file__).resolve().parents[5] / "targets" / "qemu_arm64" / "initramfs" / "run-init"
+MAX_BOOTS = 1000          # a bound only: every boot runs at least one scenario, so a run ends
+BOOT_TIMEOUT = 180.0      # QEMU start -> the agent's probe frame
+SILENCE_TIMEOUT = 60.0    # no frame for this long after the probe: a hang
+# The FF-A proxy of Debian's 7.3 ffa.c as the model must see it (the el2 target reads the
+# same values from the same tree: KVM_FFA_MBOX_NR_PAGES 1, the proxy's descriptor buffer
+# hyp_ffa_proxy_pages() less its two mailboxes, FF-A v1.2).
+MBOX_PAGES = 1
+FFA_VERSION_12 = 0x10002
+# TF-A 2.12.1's EL3 SPMC as our firmware configures it, for the model's SPMC (what
+# targets/spmc/tfa_spmc.cc TfaSpmc::model_config says of the same SPMC in-process): FF-A
+# v1.2, one partition (ours, sp/sp_manifest.dts: 0x8001), no RECLAIM2, no DONATE, a new send
+# while a fragmented one is in flight is not BUSY.
+SPMC = {"version": FFA_VERSION_12, "sp_ids": [0x8001], "reclaim2": False, "donate": False,
+        "one_send_in_flight": False}
+# pKVM's own failures, printed by the host kernel before it panics (arch/arm64/kvm/handle_exit.c).
+HYP_PANIC = re.compile(r"(?:nVHE hyp (?:panic|BUG) at:[^\n]*|hVHE hyp (?:panic|BUG) at:[^\n]*)")
+
+
+@dataclasses.dataclass
+class ArmBoot:
+    records: list
+    console: Path
+    started: float
+    first_op: float | None
+    ended: float
+    crash: tuple | None          # (kind, detail, scenario, op)
+    stop: dict | None            # the agent's stop frame
+    garbled: int
+    gaps: int
+
+
+def desc_buf_bytes(page_size: int) -> int:
+    """PROFILE:DESC-BUF of Debian 7.3's ffa.c at page_size: its proxy pages
+    (hyp_ffa_proxy_pages()) less its two mailboxes, as the el2 target built from the
+    same tree reports it (caps desc_buf_bytes: 36864 at 4K, 49152 at 16K)."""
+    return DESC_BUF[page_size]
+
+
+DESC_BUF = {4096: 36864, 16384: 49152}
+
+
+def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Path, start_from: int) -> list[str]:
+    size = initrd.stat().st_size
+    boot.check_layout(kernel.image, size)
+    cmd = boot.qemu_command(fw.bios, kernel.image, initrd, size)
+    at = cmd.index("-append") + 1
+    cmd[at] += f" kconform.port=/dev/hvc0 kconform.from={start_from}"
+    return cmd + ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={frames}",
+                  "-device", "virtconsole,chardev=kcframes"]
+
+
+def boot_once(fw, kernel, initrd, work: Path, start_from: int, log: Log, on_record) -> ArmBoot:
+    n = len(list(work.glob("console-*.log")))
+    console, frames = work / f"console-{n}.log", work / f"frames-{n}.log"
+    frames.touch()
+    cmd = qemu_command(fw, kernel, initrd, frames, start_from)
+    (work / f"qemu-{n}.cmd").write_text(shlex.join(cmd) + "\n")
+    stream = FrameStream()
+    started = time.monotonic()
+    first_op = None
+    crash = None
+    stop = None
+    probed = done = False
+    last = started
+    with QemuProcess(cmd, console) as q, open(frames, "rb") as fr:
+        while True:
+            new = stream.feed(fr.read())
+            now = time.monotonic()
+            for rec in new:
+                last = now
+                t = rec.get("t")
+                if t == "probe":
+                    probed = True
+                elif t == "op" and first_op is None:
+                    first_op = now
+                elif t == "stop":
+                    stop = rec
+                elif t == "done":
+                    done = True
+                on_record(rec)
+            if done:
+                try:
+                    q.proc.wait(timeout=30)
+                except Exception:  # noqa: BLE001 - killed on leaving the block
+                    pass
+                break
+            if q.proc.poll() is not None:
+                stream.feed(fr.read() + b"\n")
+                crash = ("early-exit", f"QEMU exited with status {q.proc.returncode} before the agent's 'done' frame")
+                break
+            if not probed and now - started > BOOT_TIMEOUT:
+                crash = ("boot-timeout", f"no probe frame {BOOT_TIMEOUT:.0f} s after start")
+                break
+            if probed and now - last > SILENCE_TIMEOUT:
+                crash = ("hang", f"no frame for {SILENCE_TIMEOUT:.0f} s")
+                break
+            time.sleep(0.05)
+        ended = time.monotonic()
+    text = console.read_text(errors="replace")
+    fatal = [(k, line) for k, line, _ in console_events(text) if k in ("panic", "oops")]
+    hyp = HYP_PANIC.search(text)
+    if hyp and (crash or not done):
+        crash = ("hyp-panic", hyp.group(0).strip())
+    elif fatal and (crash or not done):
+        crash = fatal[0]
+    s, op = in_flight_at(stream.records)
+    full = (crash[0], crash[1], s, op) if crash else None
+    return ArmBoot(stream.records, console, started, first_op, ended, full, stop, stream.garbled, stream.gaps)
+
+
+def build_initrd(kernel: Kernel, ko: Path, agent: Path, pack: Path, log: Log) -> Path:
+    busybox = debian_files.fetch(BUSYBOX, cache_dir(), progress=log)
+    if not RUN_INIT.is_file():
+        raise ToolError(f"{RUN_INIT}: no such file (the qemu-arm64 run's /init)")
+    files = [("init", RUN_INIT.read_bytes(), 0o100755),
+             ("bin/busybox", busybox.read_bytes(), 0o100755),
+             ("kconform/modules/kcffa.ko", ko.read_bytes(), 0o100644),
+             ("kconform/kconform-ffa-agent", agent.read_bytes(), 0o100755)]
+    for f in sorted(pack.glob("*.kcsb")):
+        files.append((f"kconform/scenarios/{f.name}", f.read_bytes(), 0o100644))
+    return cache_archive(files, cache_dir(), "arm64-run-", TARGET, log)
+
+
+def identity(probe: dict, tfa_version: str, seconds: float) -> dict:
+    ps = int(probe["page_size"])
+    if ps not in DESC_BUF:
+        raise ToolError(f"target {TARGET}: the guest's PAGE_SIZE {ps} is not one this target knows (4K, 16K)")
+    caps_bits = {4096: 1 << 1, 16384: 1 << 2, 65536: 1 << 3}[ps]
+    release = f"{probe['release']}+tf-a-{tfa_version.lstrip('v')}"
+    ffa = {"page_size": ps, "phys_base": probe["phys_base"], "host_pages": probe["host_pages"],
+           "mbox_pages": MBOX_PAGES, "desc_buf_bytes": desc_buf_bytes(ps), "version": FFA_VERSION_12,
+           "real_el3": 1, "reclaim2": 0, "spmc": SPMC}
+    caps = [["page_size", ps], ["reclaim2", 0], ["host_pages", probe["host_pages"]],
+            ["phys_base", probe["phys_base"]], ["buf_pa", probe["buf_pa"]], ["real_el3", 1]]
+    return {"type": "identity", "abi": "ffa", "target": TARGET, "release": release, "ffa": ffa,
+            "caps": caps, "cap_bits": caps_bits, "seconds": seconds}
+
+
+def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, log: Log) -> TargetRun:
+    toolchain.ensure(log)
+    fw = firmware.build(log)
+    kernel = debian_kernels.fetch(KERNEL, progress=log, arch="arm64")
+    ko = module.build(cache_dir(), log)
+    agent = agent_build.build(log)
+    work = out_dir / TARGET
+    work.mkdir()
+    pack = work / "scenarios"
+    pack.mkdir()
+    total = engine.pack(files, pack)
+    initrd = build_initrd(kernel, ko, agent, pack, log)
+
+    obs: dict[int, list] = {}
+    skipped: dict[int, str] = {}
+    state: dict = {"probe": None, "ops": 0}
+    agent_seconds = 0.0
+    agent_scenarios = agent_ops = 0
+    boots: list[ArmBoot] = []
+    crashes: list[tuple] = []
+    warnings: list = []
+    stops: list[dict] = []
+
+    def on_record(rec: dict) -> None:
+        t = rec.get("t")
+        if t == "probe":
+            if not rec.get("ok"):
+                raise ToolError(f"target {TARGET}: the agent cannot run: {rec.get('error')}; see {work}/console-*.log")
+            state["probe"] = rec
+        elif t == "begin":
+            obs[rec["s"]] = []
+        elif t == "op":
+            obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"], rec["r"]])
+            state["ops"] += 1
+            if state["ops"] % 200 == 0:
+                print(f"kconform: {TARGET}: {state['ops']} ops received", file=sys.stderr, flush=True)
+        elif t == "skip":
+            skipped[rec["s"]] = rec["why"]
+        elif t == "bad":
+            raise ToolError(f"target {TARGET}: the agent could not decode scenario {rec['s']}: {rec['error']}")
+
+    start_from = 0
+    t0 = time.monotonic()
+    while start_from < total:
+        if len(boots) >= MAX_BOOTS:
+            log(f"kconform: {TARGET}: {MAX_BOOTS} boots used; scenarios {start_from}..{total - 1} not run")
+            break
+        log(f"kconform: {TARGET}: boot {len(boots) + 1}, scenarios {start_from}..{total - 1}")
+        b = boot_once(fw, kernel, initrd, work, start_from, log, on_record)
+        boots.append(b)
+        text = b.console.read_text(errors="replace")
+        warnings += [(k, line, s) for k, line, s in console_events(text) if k in NONFATAL_KINDS]
+        for rec in b.records:
+            if rec.get("t") == "done":
+                agent_seconds += rec["seconds"]
+                agent_ops += rec["ops"]
+                agent_scenarios += rec["scenarios"]
+        if b.crash:
+            crashes.append((b.crash, b.console))
+            kind, detail, s, op = b.crash
+            log(f"kconform: {TARGET}: guest {kind}: {detail} (scenario in flight: {s}, op {op}); console: {b.console}")
+            if s is None or state["probe"] is None:
+                break
+            start_from = s + 1
+        elif b.stop:
+            stops.append(b.stop)
+            start_from = int(b.stop["s"])
+        else:
+            break
+    if state["probe"] is None:
+        raise ToolError(f"target {TARGET}: the agent never reported a probe; console log: {boots[-1].console}")
+
+    ident = identity(state["probe"], fw.tfa_version, agent_seconds)
+    obs_path = work / "observations.jsonl"
+    with naming(obs_path), open(obs_path, "x") as f:
+        f.write(json.dumps(ident) + "\n")
+        for s in sorted(obs):
+            f.write(json.dumps({"type": "scenario", "s": s, "ops": obs[s]}) + "\n")
+    (work / "skipped.json").write_text(json.dumps({str(k): v for k, v in sorted(skipped.items())}, indent=1) + "\n")
+    (work / "stops.json").write_text(json.dumps(stops, indent=1) + "\n")
+    run = engine.replay(obs_path, files, raw_out, TARGET)
+    first = boots[0].first_op - boots[0].started if boots[0].first_op else None
+    rate = agent_scenarios / agent_seconds if agent_seconds else None
+    wall = time.monotonic() - t0
+    timing = (f"boot to first observed op {first:.1f} s; " if first is not None else "no op observed; ") + \
+             f"in the guest {agent_scenarios} scenarios, {agent_ops} ops in {agent_seconds:.2f} s" + \
+             (f" ({rate:.1f} scenarios/s)" if rate else "") + \
+             f"; {len(boots)} boot(s) ({sum(1 for x in stops if x.get('reason') == 'fresh')} for a scenario that needs " \
+             f"a fresh FF-A version, {sum(1 for x in stops if x.get('reason') == 'taint')} after a cleanup that failed, " \
+             f"{len(crashes)} after a crash), wall {wall:.1f} s; " \
+             f"{len(skipped)} scenario(s) not runnable here (skipped.json); frames lost: " \
+             f"{sum(b.garbled for b in boots)} garbled, {sum(b.gaps for b in boots)} gaps"
+    run.target["kernel"] = str(kernel.image)
+    run.target["firmware"] = str(fw.folder)
+    run.target["timing"] = timing
+    run.summary["boot_to_first_op_seconds"] = first
+    run.summary["guest_scenarios_per_second"] = rate
+    run.summary["not_runnable"] = len(skipped)
+    log(f"kconform: {TARGET}: {timing}")
+
+    where = scenario_locations(engine, files)
+    for (kind, detail, s, op), console in crashes:
+        if s is None:
+            continue
+        file, index, name = where[s]
+        run.findings.append(Finding(
+            rule=f"QEMU.{kind.upper()}", target=run.name, release=run.release, scenario=name,
+            file=file, index=index, op=op if op is not None else -1,
+            call=f"op {op} in flight" if op is not None else "after the scenario",
+            expected=["the host runs the scenario to its end"], observed=detail,
+            note=f"console log: {console}"))
+    run.findings += console_findings(warnings, where, run.name, run.release, str(work))
+    return run

@@ -1,0 +1,132 @@
+"""`run --target qemu-arm64`'s pieces that need no download or boot
+(harness/driver/kconform/targets/qemu_arm64: module.py, agent.py, run.py): the
+packages the module build unpacks and the gcc wrapper, the agent's cache key, the
+QEMU command line with the frame port, the observations' identity record, and the
+flags the target refuses (exit 2, the flag named)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, kconform
+
+from kconform.core.errors import ToolError
+from kconform.sources.kernel_image import Kernel
+from kconform.targets.qemu_arm64 import agent, firmware, module, run
+
+
+def test_module_build_unpacks_debians_headers_kbuild_and_trixie_libc():
+    pk = module.packages("7.3.4+deb13", "arm64")
+    assert pk == [("linux-headers-7.3.4+deb13-arm64", "arm64"), ("linux-headers-7.3.4+deb13-common", "arm64"),
+                  ("linux-kbuild-7.3.4+deb13", "amd64"), ("libc6", "amd64")]
+    assert module.SUITES == ("trixie-backports", "trixie")
+
+
+def test_gcc_wrapper_rewrites_only_the_gcc14_alignment_flag(tmp_path):
+    wrap = tmp_path / "wrap.sh"
+    # The wrapper execs CROSS_COMPILE gcc: point it at echo to see the arguments it passes.
+    wrap.write_text(module.GCC_WRAP.replace("exec %sgcc", "exec echo"))
+    wrap.chmod(0o755)
+    out = subprocess.run([str(wrap), "-O2", "-fmin-function-alignment=8", "-c", "x.c"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["-O2", "-falign-functions=8", "-c", "x.c"]
+
+
+def test_module_key_names_a_missing_source(tmp_path):
+    (tmp_path / "kcffa.c").write_text("x")
+    hdr = tmp_path / "hdr"
+    hdr.mkdir()
+    (hdr / module.STAMP).write_text("{}")
+    with pytest.raises(ToolError, match="kcffa_uapi.h: no such file"):
+        module.module_key(hdr, tmp_path)
+
+
+def _agent_tree(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    for rel in set(agent.SOURCES):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, repo / rel)
+    for d in agent.HEADER_DIRS:
+        (repo / d).mkdir(parents=True, exist_ok=True)
+        for p in (REPO / d).glob("*.h"):
+            shutil.copy2(p, repo / d / p.name)
+    return repo
+
+
+@pytest.mark.skipif(not shutil.which(agent.CXX), reason="g++-aarch64-linux-gnu (group qemu-arm64) not installed")
+def test_agent_key_follows_its_sources_and_headers(tmp_path):
+    repo = _agent_tree(tmp_path)
+    k0 = agent.key(repo)
+    assert agent.key(repo) == k0
+    scenario_ops = repo / "models" / "ffa" / "scenario_ops.h"
+    scenario_ops.write_text(scenario_ops.read_text() + "\n// changed\n")
+    k1 = agent.key(repo)
+    assert k1 != k0
+    (repo / "targets" / "qemu_arm64" / "agent" / "ffa_agent.cc").write_text("int main() {}\n")
+    assert agent.key(repo) not in (k0, k1)
+    (repo / "models" / "ffa" / "desc.cc").unlink()
+    with pytest.raises(ToolError, match="desc.cc: no such file"):
+        agent.key(repo)
+
+
+def test_qemu_command_adds_the_frame_port_and_the_resume_point(tmp_path):
+    image = tmp_path / "Image"
+    head = bytearray(64)
+    head[16:24] = (40 << 20).to_bytes(8, "little")
+    head[56:60] = b"ARM\x64"
+    image.write_bytes(bytes(head))
+    initrd = tmp_path / "initrd.cpio.gz"
+    initrd.write_bytes(b"\0" * 1000)
+    fw = firmware.Firmware(tmp_path, "k", {})
+    kernel = Kernel(image=image, release="7.3.4+deb13-arm64", source="test", modules=())
+    cmd = run.qemu_command(fw, kernel, initrd, tmp_path / "frames.log", 17)
+    append = cmd[cmd.index("-append") + 1]
+    assert "kconform.port=/dev/hvc0" in append and "kconform.from=17" in append
+    assert "kvm-arm.mode=protected" in append
+    assert cmd[-6:] == ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={tmp_path / 'frames.log'}",
+                        "-device", "virtconsole,chardev=kcframes"]
+
+
+PROBE = {"t": "probe", "ok": True, "release": "7.3.4+deb13-arm64", "page_size": 4096, "buf_pa": 0x7b100000,
+         "buf_size": 24 << 20, "phys_base": 0x7f6c0000, "host_pages": 2432}
+
+
+def test_identity_is_the_models_real_el3_profile_of_debians_73():
+    # The partition our firmware starts is the one the model's SPMC must know.
+    assert "id = <0x8001>;" in (REPO / "targets" / "qemu_arm64" / "sp" / "sp_manifest.dts").read_text()
+    ident = run.identity(PROBE, "v2.12.1", 1.25)
+    assert ident["abi"] == "ffa" and ident["target"] == "qemu-arm64"
+    assert ident["release"] == "7.3.4+deb13-arm64+tf-a-2.12.1"
+    # The values the el2 target reports for Debian's 7.3 tree at 4K.
+    assert ident["ffa"] == {"page_size": 4096, "phys_base": 0x7f6c0000, "host_pages": 2432, "mbox_pages": 1,
+                            "desc_buf_bytes": 36864, "version": 0x10002, "real_el3": 1, "reclaim2": 0,
+                            "spmc": {"version": 0x10002, "sp_ids": [0x8001], "reclaim2": False,
+                                     "donate": False, "one_send_in_flight": False}}
+    assert ident["cap_bits"] == 2 and ident["seconds"] == 1.25
+    with pytest.raises(ToolError, match="PAGE_SIZE 8192"):
+        run.identity(dict(PROBE, page_size=8192), "v2.12.1", 0)
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--page-size", "16K"], "--page-size"),
+    (["--kernel", "/nonexistent/Image"], "--kernel"),
+    (["--fault", "wrong-errno:write"], "--fault"),
+])
+def test_flags_the_target_cannot_honour_are_refused(flags, named):
+    r = kconform("run", "--target", "qemu-arm64", "corpora/ffa/smoke.kcs", *flags, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert named in r.stderr and "qemu-arm64" in r.stderr
+
+
+def test_a_pkvm_hyp_bug_on_the_console_is_recognised():
+    # The lines of a real boot (ffa/frag/tx-none-4k through stock 7.3 and TF-A 2.12.1).
+    log = ("[    6.758571] kvm [98]: nVHE hyp BUG at: ffff8000812d12c8!\n"
+           "[    6.763770] Kernel panic - not syncing: HYP panic:\n")
+    m = run.HYP_PANIC.search(log)
+    assert m and m.group(0) == "nVHE hyp BUG at: ffff8000812d12c8!"
+    assert run.HYP_PANIC.search("kvm [1]: nVHE hyp panic at: [<ffff800080012345>] __kvm_nvhe_x+0x10/0x20!")
+    assert not run.HYP_PANIC.search("kvm [1]: Protected hVHE mode initialized successfully")
