@@ -151,6 +151,31 @@ TEST(El2Tfa, AHandleWithBit63IsCaught) {
   EXPECT_TRUE(violated(r.ops[3]).count("FFA.SPMC.HANDLE")) << r.ops[3].dump();
 }
 
+// PKVM:NO-PANIC: a FRAG_TX naming no send in flight (corpora/ffa
+// fragments.kcs tx-none). Stock ffa.c refuses it and aborts the handle with
+// FFA_MEM_RECLAIM, which TF-A refuses; its WARN_ON(res->a0 != FFA_SUCCESS)
+// fires at EL2, a hyp panic in protected mode. The op is a crash, and the
+// invariant names FFA.PROXY.NO_HYP_PANIC (the same op panics the real stack:
+// run --target qemu-arm64, QEMU.HYP-PANIC).
+TEST(El2Tfa, AWarnAtEl2IsAHypPanic) {
+  Opened o = open();
+  ASSERT_TRUE(o.target);
+  const uint64_t ps = o.target->profile().page_size;
+  const std::string text = "kconform-scenario 1\nabi ffa\nname el2tfa/warn\nversion version=V1_1\n"
+                           "rxtx_map tx=0x80000000 rx=" + std::string(ps == 4096 ? "0x80001000" : "0x80004000") +
+                           " pages=" + std::to_string(ps / 4096) + "\nraw fid=MEM_FRAG_TX x1=1 x2=0x80000000 x3=16\n";
+  std::vector<Scenario> parsed;
+  std::string err;
+  ASSERT_TRUE(parse_text(text, "el2_tfa_runner_test", &parsed, &err)) << err;
+  const size_t warned = el2_warnings().size();
+  const test::RunResult r = run(o, parsed.front());
+  ASSERT_EQ(r.ops.size(), 3u);
+  ASSERT_GT(el2_warnings().size(), warned) << "the stand-in's WARN_ON did not fire";
+  EXPECT_EQ(r.ops[2]["verdict"], "violation") << r.ops[2].dump();
+  EXPECT_TRUE(violated(r.ops[2]).count("FFA.PROXY.NO_HYP_PANIC")) << r.ops[2].dump();
+  EXPECT_NE(r.ops[2].dump().find("WARN_ON(res->a0 != FFA_SUCCESS)"), std::string::npos) << r.ops[2].dump();
+}
+
 // HARNESS:EL3 at the SMC boundary: an armed ERROR fault answers the share
 // without TF-A seeing it, as the model's SPMC does: every op passes and
 // TF-A's table stays empty.

@@ -415,6 +415,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         fid = in[0] & 0xffffffffu;
         el3_failed_ = false;
         const uint8_t armed = el3_ ? el3_->armed() : static_cast<uint8_t>(spmc_->armed());
+        const size_t warned = el2_warnings().size();
         el2_host_smc(in, out);
         fault_fired_ = (el3_ ? el3_->armed() : static_cast<uint8_t>(spmc_->armed())) != armed;
         if (fault_fired_) el3_failed_ = true;
@@ -425,6 +426,18 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         } else if (el2_last_status() == CallStatus::kFatal) {
           // hyp_panic/BUG/deadlock at EL2: the host would never return.
           std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu\n", s.name.c_str(), i);
+          o = Outcome::sig(SIGABRT);
+        } else if (el2_warnings().size() > warned) {
+          // A WARN_ON at EL2 is a hyp panic: "All hyp bugs, including warnings,
+          // are treated as fatal" (arch/arm64/kvm/handle_exit.c,
+          // nvhe_hyp_panic_handler). The stand-in's WARN_ON returns; the
+          // machine would have stopped at it.
+          const Warning& w = el2_warnings()[warned];
+          std::fprintf(stderr, "kconform el2: WARN_ON(%s) at %s:%d at EL2 in scenario '%s' op %zu: a hyp panic\n",
+                       w.expr.c_str(), w.file.c_str(), w.line, s.name.c_str(), i);
+          breaks_.push_back({kFfaProxyNoHypPanic, "WARN_ON(" + w.expr + ") at " + w.file + ":" + std::to_string(w.line) +
+                                                   " fired at EL2: a hyp panic in protected mode (handle_exit.c: all "
+                                                   "hyp bugs, including warnings, are treated as fatal)"});
           o = Outcome::sig(SIGABRT);
         }
         for (int k = 0; k < 8; ++k) o.regs[k] = out[k];
