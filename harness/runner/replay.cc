@@ -190,8 +190,8 @@ ffa::ProxyProfile read_ffa_profile(const nlohmann::json& r, TargetIdentity* id) 
   return p;
 }
 
-// An FF-A op: [kind, value, aux, [x0..x7]] (the registers the host saw).
-RecordedOp read_ffa_op(const nlohmann::json& o, size_t index) {
+// An op's [kind, value, aux, ...]: the outcome without what follows.
+RecordedOp read_op_head(const nlohmann::json& o, size_t index) {
   int kind = o.at(0).get<int>();
   if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
     throw std::runtime_error("ops[" + std::to_string(index) + "]: outcome kind " + std::to_string(kind) +
@@ -200,6 +200,12 @@ RecordedOp read_ffa_op(const nlohmann::json& o, size_t index) {
   out.outcome.kind = static_cast<Outcome::Kind>(kind);
   out.outcome.value = o.at(1).get<int64_t>();
   out.outcome.aux = o.at(2).get<uint64_t>();
+  return out;
+}
+
+// An FF-A op: [kind, value, aux, [x0..x7]] (the registers the host saw).
+RecordedOp read_ffa_op(const nlohmann::json& o, size_t index) {
+  RecordedOp out = read_op_head(o, index);
   if (o.size() > 3) {
     const auto& r = o.at(3);
     if (!r.is_array() || r.size() != 8)
@@ -210,14 +216,7 @@ RecordedOp read_ffa_op(const nlohmann::json& o, size_t index) {
 }
 
 RecordedOp read_op(const nlohmann::json& o, uint64_t page_size, size_t index) {
-  int kind = o.at(0).get<int>();
-  if (kind < 0 || kind > static_cast<int>(Outcome::Kind::kSignal))
-    throw std::runtime_error("ops[" + std::to_string(index) + "]: outcome kind " + std::to_string(kind) +
-                             " is not known");
-  RecordedOp out;
-  out.outcome.kind = static_cast<Outcome::Kind>(kind);
-  out.outcome.value = o.at(1).get<int64_t>();
-  out.outcome.aux = o.at(2).get<uint64_t>();
+  RecordedOp out = read_op_head(o, index);
   if (o.size() > 3) {
     std::string error;
     if (!decode_contents(o.at(3).get<std::string>(), page_size, &out.contents, &error))

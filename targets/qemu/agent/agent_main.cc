@@ -49,6 +49,7 @@
 #include "models/common/contents.h"
 #include "targets/host_gmem/host_target.h"
 #include "targets/qemu/agent/frame.h"
+#include "targets/qemu/agent/guest_io.h"
 
 namespace kconform::qemu {
 namespace {
@@ -57,72 +58,11 @@ using nlohmann::json;
 
 constexpr const char* kRoot = "/kconform";
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-double uptime() {
-  double up = 0;
-  std::sscanf(read_file("/proc/uptime").c_str(), "%lf", &up);
-  return up;
-}
-
-// Writes frames to one file descriptor; every frame is one write of one line.
-class Sender {
- public:
-  explicit Sender(int fd) : fd_(fd) {}
-  void send(const json& payload) {
-    std::string line = encode_frame(seq_++, payload.dump());
-    const char* p = line.data();
-    size_t left = line.size();
-    while (left) {
-      ssize_t n = write(fd_, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // the port is gone: nothing left to tell
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-
- private:
-  int fd_;
-  uint64_t seq_ = 0;
-};
-
-std::string cmdline_value(const std::string& cmdline, const std::string& key, const std::string& dflt) {
-  size_t at = cmdline.find(key + "=");
-  if (at == std::string::npos) return dflt;
-  size_t start = at + key.size() + 1;
-  return cmdline.substr(start, cmdline.find_first_of(" \n", start) - start);
-}
-
-void kmsg(const std::string& text) {
-  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  std::string line = "<5>kconform: " + text + "\n";
-  ssize_t unused = write(fd, line.data(), line.size());
-  (void)unused;
-  close(fd);
-}
-
 // isa-debug-exit: QEMU exits with status (value << 1) | 1.
 void leave_guest() {
   sync();
   if (ioperm(0xf4, 4, 1) == 0) outl(0, 0xf4);
   reboot(RB_POWER_OFF);
-}
-
-int open_port(const std::string& cmdline) {
-  std::string port = cmdline_value(cmdline, "kconform.port", "/dev/console");
-  int fd = open(port.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  struct termios t;
-  if (fd >= 0 && tcgetattr(fd, &t) == 0) {
-    cfmakeraw(&t);  // no \n -> \r\n, no flow control surprises
-    tcsetattr(fd, TCSANOW, &t);
-  }
-  return fd;
 }
 
 void load_modules(Sender& out) {
@@ -165,23 +105,9 @@ json probe_record(const host_gmem::HostOpen& h) {
               {"cap_bits", id.cap_bits}};
 }
 
-std::vector<std::string> scenario_files() {
-  std::vector<std::string> out;
-  std::string dir = std::string(kRoot) + "/scenarios";
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".kcsb") == 0) out.push_back(n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 int run() {
   std::string cmdline = read_file("/proc/cmdline");
-  int fd = open_port(cmdline);
+  int fd = open_port(cmdline, "/dev/console");
   if (fd < 0) return 2;
   Sender out(fd);
   struct utsname u;
@@ -201,7 +127,7 @@ int run() {
   if (h.target) {
     Target& target = *h.target;
     std::string dir = std::string(kRoot) + "/scenarios/";
-    for (const std::string& name : scenario_files()) {
+    for (const std::string& name : scenario_files(kRoot)) {
       uint64_t s = std::strtoull(name.c_str(), nullptr, 10);
       if (s < from) continue;
       std::string bytes = read_file(dir + name);

@@ -59,12 +59,20 @@
 #include "models/common/outcome.h"
 #include "models/ffa/scenario_ops.h"
 #include "targets/qemu/agent/frame.h"
+#include "targets/qemu/agent/guest_io.h"
 #include "targets/qemu_arm64/module/kcffa_uapi.h"
 
 namespace kconform::qemu_arm64 {
 namespace {
 
 using nlohmann::json;
+using qemu::cmdline_value;
+using qemu::kmsg;
+using qemu::open_port;
+using qemu::read_file;
+using qemu::scenario_files;
+using qemu::Sender;
+using qemu::uptime;
 namespace F = ::kconform::ffa;
 
 constexpr const char* kRoot = "/kconform";
@@ -74,66 +82,6 @@ constexpr uint64_t kRamBase = 0x40000000, kRamEnd = 0x80000000;
 // MMIO space of virt (0x10000000..0x3effffff), not memory, as 0x10000000 in
 // the directed corpus.
 constexpr uint64_t kOutside = 0x10000000, kOutsideSpan = 0x2e000000;
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-double uptime() {
-  double up = 0;
-  std::sscanf(read_file("/proc/uptime").c_str(), "%lf", &up);
-  return up;
-}
-
-std::string cmdline_value(const std::string& cmdline, const std::string& key, const std::string& dflt) {
-  size_t at = cmdline.find(key + "=");
-  if (at == std::string::npos) return dflt;
-  size_t start = at + key.size() + 1;
-  return cmdline.substr(start, cmdline.find_first_of(" \n", start) - start);
-}
-
-void kmsg(const std::string& text) {
-  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  std::string line = "<5>kconform: " + text + "\n";
-  ssize_t unused = write(fd, line.data(), line.size());
-  (void)unused;
-  close(fd);
-}
-
-class Sender {
- public:
-  explicit Sender(int fd) : fd_(fd) {}
-  void send(const json& payload) {
-    std::string line = qemu::encode_frame(seq_++, payload.dump());
-    const char* p = line.data();
-    size_t left = line.size();
-    while (left) {
-      ssize_t n = write(fd_, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-
- private:
-  int fd_;
-  uint64_t seq_ = 0;
-};
-
-int open_port(const std::string& cmdline) {
-  std::string port = cmdline_value(cmdline, "kconform.port", "/dev/hvc0");
-  int fd = open(port.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  struct termios t;
-  if (fd >= 0 && tcgetattr(fd, &t) == 0) {
-    cfmakeraw(&t);
-    tcsetattr(fd, TCSANOW, &t);
-  }
-  return fd;
-}
 
 // The module's device: one SMC, the buffer.
 struct Device {
@@ -423,23 +371,9 @@ class Agent {
   bool tx_known_ = false, mapped_ = false;
 };
 
-std::vector<std::string> scenario_files() {
-  std::vector<std::string> out;
-  std::string dir = std::string(kRoot) + "/scenarios";
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".kcsb") == 0) out.push_back(n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 int run() {
   std::string cmdline = read_file("/proc/cmdline");
-  int fd = open_port(cmdline);
+  int fd = open_port(cmdline, "/dev/hvc0");
   if (fd < 0) return 2;
   Sender out(fd);
   struct utsname u;
@@ -473,7 +407,7 @@ int run() {
     }
     uint64_t from = std::strtoull(cmdline_value(cmdline, "kconform.from", "0").c_str(), nullptr, 10);
     std::string dir = std::string(kRoot) + "/scenarios/";
-    for (const std::string& name : ok ? scenario_files() : std::vector<std::string>{}) {
+    for (const std::string& name : ok ? scenario_files(kRoot) : std::vector<std::string>{}) {
       uint64_t s = std::strtoull(name.c_str(), nullptr, 10);
       if (s < from) continue;
       std::string bytes = read_file(dir + name);

@@ -24,7 +24,7 @@ from kconform.targets.qemu_arm64.toolchain import CROSS_COMPILE, version_line
 Log = Callable[[str], None]
 
 CXX = CROSS_COMPILE + "g++"
-SOURCES = ("targets/qemu_arm64/agent/ffa_agent.cc", "targets/qemu/agent/frame.cc",
+SOURCES = ("targets/qemu_arm64/agent/ffa_agent.cc", "targets/qemu/agent/frame.cc", "targets/qemu/agent/guest_io.cc",
            "harness/scenario/abi.cc", "harness/scenario/gmem_abi.cc", "harness/scenario/ffa_abi.cc",
            "harness/scenario/codec_text.cc", "harness/scenario/codec_binary.cc", "harness/scenario/load.cc",
            "models/ffa/desc.cc")
