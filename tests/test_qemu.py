@@ -28,7 +28,7 @@ from kconform.targets.qemu.replay import run_target
 
 
 def test_frame_matches_the_agents_exact_form():
-    # targets/qemu/agent/frame_test.cc Frame.ExactForm: the two sides agree.
+    # targets/qemu/wire/frame_test.cc Frame.ExactForm: the two sides agree.
     assert encode_frame(7, b"ab") == "@@KC 7 6162 9e83486d@@\n"
     assert decode_frame("@@KC 7 6162 9e83486d@@") == ("ok", 7, b"ab")
 

@@ -48,8 +48,8 @@
 #include "harness/scenario/gmem_abi.h"
 #include "models/common/contents.h"
 #include "targets/host_gmem/host_target.h"
-#include "targets/qemu/agent/frame.h"
-#include "targets/qemu/agent/guest_io.h"
+#include "targets/qemu/wire/frame.h"
+#include "targets/qemu/wire/guest_io.h"
 
 namespace kconform::qemu {
 namespace {

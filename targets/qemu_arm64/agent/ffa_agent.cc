@@ -2,7 +2,7 @@
 // arm64 kernel in pKVM protected mode, under QEMU with TF-A's EL3 SPMC
 // (targets/qemu_arm64), and sends what each op did (Outcomes with x0..x7, not
 // verdicts: the host replays them through the FF-A model) as frames
-// (targets/qemu/agent/frame.h).
+// (targets/qemu/wire/frame.h).
 //
 // Its kernel half is our module kcffa (targets/qemu_arm64/module): /dev/kcffa
 // issues one SMC with x0..x17 (trapped by pKVM at EL2) and maps one physically
@@ -58,8 +58,8 @@
 #include "harness/scenario/ffa_abi.h"
 #include "models/common/outcome.h"
 #include "models/ffa/scenario_ops.h"
-#include "targets/qemu/agent/frame.h"
-#include "targets/qemu/agent/guest_io.h"
+#include "targets/qemu/wire/frame.h"
+#include "targets/qemu/wire/guest_io.h"
 #include "targets/qemu_arm64/module/kcffa_uapi.h"
 
 namespace kconform::qemu_arm64 {

@@ -1,4 +1,4 @@
-"""The host side of the guest agent's framing (targets/qemu/agent/frame.cc): one
+"""The host side of the guest agent's framing (targets/qemu/wire/frame.cc): one
 `@@KC <seq> <hex payload> <crc32>@@` line per JSON record on the frame port."""
 
 from __future__ import annotations

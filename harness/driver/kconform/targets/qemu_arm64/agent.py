@@ -24,12 +24,12 @@ from kconform.targets.qemu_arm64.toolchain import CROSS_COMPILE, version_line
 Log = Callable[[str], None]
 
 CXX = CROSS_COMPILE + "g++"
-SOURCES = ("targets/qemu_arm64/agent/ffa_agent.cc", "targets/qemu/agent/frame.cc", "targets/qemu/agent/guest_io.cc",
+SOURCES = ("targets/qemu_arm64/agent/ffa_agent.cc", "targets/qemu/wire/frame.cc", "targets/qemu/wire/guest_io.cc",
            "harness/scenario/abi.cc", "harness/scenario/gmem_abi.cc", "harness/scenario/ffa_abi.cc",
            "harness/scenario/codec_text.cc", "harness/scenario/codec_binary.cc", "harness/scenario/load.cc",
            "models/ffa/desc.cc")
 # Folders whose headers the sources include (all of them go into the key).
-HEADER_DIRS = ("harness/scenario", "models/ffa", "models/common", "models/gmem", "targets/qemu/agent",
+HEADER_DIRS = ("harness/scenario", "models/ffa", "models/common", "models/gmem", "targets/qemu/wire",
                "targets/qemu_arm64/module", "targets/qemu_arm64/agent")
 FLAGS = ("-std=c++20", "-O2", "-static", "-Wall")
 

@@ -1,6 +1,6 @@
 // The agent's serial framing: round trips, and what kernel log lines,
 // truncation and bit flips do to a frame.
-#include "targets/qemu/agent/frame.h"
+#include "targets/qemu/wire/frame.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The serial framing of the guest agent.
-#include "targets/qemu/agent/frame.h"
+#include "targets/qemu/wire/frame.h"
 
 #include <array>
 #include <cstdio>

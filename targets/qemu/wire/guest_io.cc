@@ -1,5 +1,5 @@
 // Guest-side I/O shared by the agents (guest_io.h).
-#include "targets/qemu/agent/guest_io.h"
+#include "targets/qemu/wire/guest_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "targets/qemu/agent/frame.h"
+#include "targets/qemu/wire/frame.h"
 
 namespace kconform::qemu {
 
