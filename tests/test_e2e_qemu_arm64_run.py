@@ -32,3 +32,17 @@ def test_smoke_runs_through_real_pkvm_and_tfa_and_is_judged(tmp_path):
     assert code == 0 and doc["new_findings"] == 0, [f["scenario"] + " " + f["rule"] for f in run["findings"]
                                                      if not f["baselined_by"]]
     assert not any(f["rule"].startswith("QEMU.") for f in run["findings"])
+
+
+def test_smoke_at_16k_boots_debians_arm64_16k_kernel(tmp_path):
+    # The -arm64-16k kernel (its module built against its own headers), 16K scenarios only;
+    # about 12 s cached. The findings are the 4K ones at the 16K names (baselined).
+    code, doc = run_report(tmp_path, "--target", "qemu-arm64", "--page-size", "16K", "corpora/ffa/smoke.kcs",
+                           timeout=290)
+    (run,) = doc["runs"]
+    t = run["target"]
+    assert t["profile"] == "ffa-16k-real-el3-regs-only" and t["release"].endswith("-arm64-16k+tf-a-2.12.1")
+    assert run["counts"]["pass"] >= 20 and run["counts"]["unsupported"] > 0, run["counts"]
+    assert any(f["scenario"] == "ffa/smoke/share-reclaim-16k" and f["rule"] == "FFA.PROXY.SHARE_OK"
+               for f in run["findings"])
+    assert code == 0 and doc["new_findings"] == 0

@@ -112,7 +112,7 @@ def test_identity_is_the_models_real_el3_profile_of_debians_73():
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["--page-size", "16K"], "--page-size"),
+    (["--page-size", "64K"], "--page-size"),
     (["--kernel", "/nonexistent/Image"], "--kernel"),
     (["--fault", "wrong-errno:write"], "--fault"),
 ])
@@ -130,3 +130,52 @@ def test_a_pkvm_hyp_bug_on_the_console_is_recognised():
     assert m and m.group(0) == "nVHE hyp BUG at: ffff8000812d12c8!"
     assert run.HYP_PANIC.search("kvm [1]: nVHE hyp panic at: [<ffff800080012345>] __kvm_nvhe_x+0x10/0x20!")
     assert not run.HYP_PANIC.search("kvm [1]: Protected hVHE mode initialized successfully")
+
+
+def test_the_page_size_picks_debians_kernel_flavour():
+    assert run.flavour_of(4096) == "arm64" and run.flavour_of(16384) == "arm64-16k"
+    with pytest.raises(ToolError, match=r"flag --page-size: target qemu-arm64 runs 4K or 16K .* not 64K"):
+        run.flavour_of(65536)
+    # The module is built against the headers of the kernel it loads into.
+    assert module.packages("7.3.4+deb13", "arm64-16k")[0] == ("linux-headers-7.3.4+deb13-arm64-16k", "arm64")
+
+
+def test_the_kernels_flavour_must_be_one_of_its_architecture(tmp_path):
+    from kconform.sources import debian_kernels
+    with pytest.raises(debian_kernels.KernelError, match="flavour 'amd64' is not one of architecture 'arm64'"):
+        debian_kernels.fetch("debian:7.3", cache_dir=tmp_path, arch="arm64", flavour="amd64")
+
+
+def test_identity_at_16k_is_the_models_16k_profile():
+    # harness_ram at 16K: 1152 host pages from 0x80000000 - 1088 pages; Debian 7.3's proxy
+    # descriptor buffer at 16K is what the el2 target reports (49152 bytes).
+    ident = run.identity(dict(PROBE, release="7.3.4+deb13-arm64-16k", page_size=16384, phys_base=0x7ef00000,
+                              host_pages=1152), "v2.12.1", 0.5)
+    assert ident["release"] == "7.3.4+deb13-arm64-16k+tf-a-2.12.1"
+    assert ident["ffa"]["page_size"] == 16384 and ident["ffa"]["desc_buf_bytes"] == 49152
+    assert ident["cap_bits"] == 1 << 2 and ["page_size", 16384] in ident["caps"]
+
+
+def _plan(*sizes):
+    import argparse
+    from kconform.commands.run import _plan_qemu_arm64
+    ns = argparse.Namespace(fault=None, kernel=None, build=False, tree=None, apply=None,
+                            page_size=list(sizes) or None, scenarios=["corpora/ffa/smoke.kcs"])
+    return _plan_qemu_arm64(ns, lambda m: None)
+
+
+def test_one_plan_per_page_size_each_naming_its_rerun_flags():
+    (p,) = _plan()
+    assert (p.label, p.page_size, p.rerun) == ("qemu-arm64", 4096, ["--target", "qemu-arm64", "--page-size", "4K"])
+    a, b = _plan("4K", "16K")
+    assert (a.page_size, b.page_size) == (4096, 16384)
+    assert b.label == "qemu-arm64-16k" and b.target == "qemu-arm64"
+    assert b.rerun == ["--target", "qemu-arm64", "--page-size", "16K"]
+    with pytest.raises(ToolError, match="--page-size.*4K or 16K"):
+        _plan("4K", "64K")
+
+
+def test_a_page_size_that_is_no_page_size_is_refused_naming_the_flag():
+    r = kconform("run", "--target", "qemu-arm64", "corpora/ffa/smoke.kcs", "--page-size", "8K", timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "flag --page-size: '8K'" in r.stderr

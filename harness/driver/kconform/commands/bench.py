@@ -16,7 +16,9 @@ guest, for Debian's 7.3 kernel and for 7.3 built with our write() patch.
 Selectors (`--only a,b`): el2, spmc, gmem, linearize (the interleaving search that judges
 concurrent groups, harness/runner/linearize.h: interleavings explored per second), gen
 (the default set), el2-tfa (the EL2 differential with TF-A's EL3 SPMC behind ffa.c, in the
-default set), mutant-ttf, fuzz-el2, fuzz-el2-tfa, fuzz-spmc and qemu.
+default set), mutant-ttf, fuzz-el2, fuzz-el2-tfa, fuzz-spmc, qemu and qemu-arm64 (`run --target
+qemu-arm64` on corpora/ffa/smoke.kcs: boot to the first observed op through TF-A and pKVM,
+and scenarios per second issued from the host kernel; 4K and 16K).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from kconform.sources import debian_kernels, kernel_build
 from kconform.targets.qemu.guest import ensure_tools, run_guest
 
 SELECTORS = ("el2", "el2-tfa", "spmc", "gmem", "linearize", "gen", "mutant-ttf", "fuzz-el2", "fuzz-el2-tfa",
-             "fuzz-spmc", "qemu")
+             "fuzz-spmc", "qemu", "qemu-arm64")
 DEFAULT_SELECTORS = ("el2", "el2-tfa", "spmc", "gmem", "linearize", "gen")
 
 
@@ -122,6 +124,8 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         rows += _fuzz_el2_rows(log, **(fuzz_opts or {}), target="spmc")
     if "qemu" in sel:
         rows += _qemu_rows(reps, log)
+    if "qemu-arm64" in sel:
+        rows += _qemu_arm64_rows(reps, log)
     return rows
 
 
@@ -175,6 +179,44 @@ def _qemu_rows(reps: int, log) -> list[dict]:
                f"{min(boots):.1f}-{max(boots):.1f} s, {min(rates):.0f}-{max(rates):.0f} scenarios/s)")
         rows.append(_row(f"QEMU boot to first observed op, {label}", round(statistics.median(boots), 2), "s", how))
         rows.append(_row(f"QEMU scenarios inside the guest, {label}", round(statistics.median(rates), 1),
+                         "scenarios/s", how))
+    return rows
+
+
+def _qemu_arm64_rows(reps: int, log, page_sizes: tuple[int, ...] = (4096, 16384)) -> list[dict]:
+    """Per page size: `run --target qemu-arm64` on corpora/ffa/smoke.kcs (one boot each);
+    medians of boot to the first observed op (QEMU start, TF-A, the kernel in pKVM
+    protected mode, our module loaded, to the first op's outcome reaching the host) and of
+    scenarios per second issued from the host kernel (the agent's clock)."""
+    from kconform.targets.qemu_arm64.run import run_target
+    build_preset("default", log=log)
+    engine = Engine(runner_binary("default"))
+    files = [str(REPO / "corpora" / "ffa" / "smoke.kcs")]
+    rows = []
+    for ps in page_sizes:
+        label = f"{ps // 1024}K, Debian 7.3 -arm64{'-16k' if ps == 16384 else ''} + TF-A 2.12.1"
+        boots, rates, counts = [], [], set()
+        try:
+            for _ in range(reps):
+                with tempfile.TemporaryDirectory() as d:
+                    run = run_target(engine, files, Path(d) / "verdicts.jsonl", Path(d), lambda m: None, ps)
+                first, rate = run.summary.get("boot_to_first_op_seconds"), run.summary.get("guest_scenarios_per_second")
+                crashed = [f.rule for f in run.findings if f.rule.startswith("QEMU.")]
+                if first is None or not rate or crashed:
+                    raise ToolError(f"the smoke scenarios did not run cleanly ({crashed or 'no op observed'})")
+                boots.append(first)
+                rates.append(rate)
+                counts.add(run.target.get("timing", "").split("; ")[1] if "; " in run.target.get("timing", "") else "")
+        except ToolError as e:
+            for what, unit in (("boot to first observed op", "s"), ("scenarios issued from the host", "scenarios/s")):
+                rows.append(_row(f"QEMU arm64 {what}, {label}", None, unit, "", f"unavailable: {str(e)[:200]}"))
+            continue
+        how = (f"`./kconform bench --only qemu-arm64`: run --target qemu-arm64 --page-size {ps // 1024}K "
+               f"corpora/ffa/smoke.kcs, qemu-system-aarch64 TCG, 2 vCPUs; {len(boots)} runs "
+               f"({'; '.join(sorted(c for c in counts if c))}; range {min(boots):.1f}-{max(boots):.1f} s, "
+               f"{min(rates):.0f}-{max(rates):.0f} scenarios/s)")
+        rows.append(_row(f"QEMU arm64 boot to first observed op, {label}", round(statistics.median(boots), 2), "s", how))
+        rows.append(_row(f"QEMU arm64 scenarios issued from the host, {label}", round(statistics.median(rates), 1),
                          "scenarios/s", how))
     return rows
 

@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("dir", metavar="DIR", help="the --out folder or reports/fuzz/<target>")
     c.add_argument("--json", action="store_true", help="machine-readable")
 
-    p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, fuzz-el2, qemu")
+    p = sub.add_parser("bench", help="benchmarks (medians): EL2 differential, host guest_memfd, Z3 generation; opt-in: mutant-ttf, fuzz-el2, qemu, qemu-arm64")
     _add_bench(p)
 
     p = sub.add_parser("selftest", help="the suite's self-tests: kill the mutants of our reference implementations; "

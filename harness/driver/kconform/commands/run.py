@@ -152,6 +152,7 @@ class Plan:
     release: str | None = None  # what findings and the baseline call the build under test
     rerun: list[str] = dataclasses.field(default_factory=list)  # the `run` flags that select this build
     watchdog: float | None = None  # kconform-runner --watchdog (None: the runner's default)
+    page_size: int = 4096  # qemu-arm64: the booted kernel's PAGE_SIZE (its Debian flavour)
 
 
 def _plan_host(args, log) -> list[Plan]:
@@ -265,21 +266,24 @@ def _plan_spmc(args, log) -> list[Plan]:
 
 def _plan_qemu_arm64(args, log) -> list[Plan]:
     """FF-A scenarios from the host of Debian's arm64 kernel in pKVM protected mode, through
-    real pKVM and TF-A's EL3 SPMC under QEMU (targets/qemu_arm64); 4K pages only so far."""
+    real pKVM and TF-A's EL3 SPMC under QEMU (targets/qemu_arm64); 4K (`-arm64`) or 16K
+    (`-arm64-16k`) pages, one plan each."""
+    from kconform.targets.qemu_arm64.run import flavour_of
     if args.fault:
         raise ToolError("flag --fault: target qemu-arm64 has no fault wrappers (real pKVM and TF-A)")
     if args.kernel or getattr(args, "build", False) or args.tree or args.apply:
         raise ToolError("flags --kernel/--build/--tree/--apply: target qemu-arm64 boots Debian's arm64 7.3 "
                         "kernel only so far (targets/qemu_arm64/README.md)")
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K"])]
-    if sizes != [4096]:
-        raise ToolError("flag --page-size: target qemu-arm64 runs 4K only so far (Debian's -arm64 kernel; "
-                        "the -arm64-16k kernel is not wired in yet)")
+    for p in sizes:
+        flavour_of(p)
     files = scenario_files(args.scenarios, "ffa")
     if not files:
         return []
-    return [Plan("qemu-arm64", Engine(runner_binary("default")), "qemu-arm64", files,
-                 rerun=["--target", "qemu-arm64", "--page-size", "4K"])]
+    return [Plan("qemu-arm64" if p == 4096 else f"qemu-arm64-{p // 1024}k", Engine(runner_binary("default")),
+                 "qemu-arm64", files, rerun=["--target", "qemu-arm64", "--page-size", f"{p // 1024}K"],
+                 page_size=p)
+            for p in sizes]
 
 
 PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _plan_qemu,
@@ -342,7 +346,7 @@ def cmd_run(args, console: Console) -> int:
             runs.append(run_qemu(plan.engine, plan.files, raw, out_dir, args.kernel, args.accel, log))
             continue
         if plan.target == "qemu-arm64":
-            runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log))
+            runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log, plan.page_size))
             continue
         if console.is_terminal and not args.quiet:
             with Progress(TextColumn(f"[bold]{plan.label}[/bold]"), BarColumn(), MofNCompleteColumn(),

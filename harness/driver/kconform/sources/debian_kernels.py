@@ -74,16 +74,22 @@ def _from_dir(d: Path, spec: str) -> Kernel | None:
 
 
 def fetch(spec: str = DEFAULT_KERNEL, cache_dir: str | os.PathLike | None = None,
-          progress: Progress = print, refresh: bool = False, arch: str = ARCH) -> Kernel:
+          progress: Progress = print, refresh: bool = False, arch: str = ARCH,
+          flavour: str | None = None) -> Kernel:
     """Downloads Debian's kernel `spec` for arch (vmlinuz + the modules of
     WANTED_MODULES[arch]) into the cache; cached kernels are returned without touching
-    the network unless refresh is set."""
+    the network unless refresh is set. flavour is the packages' suffix
+    (`linux-binary-<abi>-<flavour>`: "arm64-16k" for arm64's 16K-page kernel); the
+    architecture's own name by default."""
     series, abi, suites = parse_spec(spec)
     if arch not in WANTED_MODULES:
         raise KernelError(f"kernel {spec}: no Debian kernel architecture {arch!r} known to kconform "
                           f"(expected one of {', '.join(WANTED_MODULES)})")
+    flavour = flavour or arch
+    if flavour != arch and not flavour.startswith(arch + "-"):
+        raise KernelError(f"kernel {spec}: flavour {flavour!r} is not one of architecture {arch!r}")
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = cache / "kernels" / f"debian-{abi}-{arch}"
+    final = cache / "kernels" / f"debian-{abi}-{flavour}"
     with cache_errors(cache, f"kernel {spec}", KernelError):
         if not refresh:
             have = _from_dir(final, spec)
@@ -91,7 +97,7 @@ def fetch(spec: str = DEFAULT_KERNEL, cache_dir: str | os.PathLike | None = None
                 progress(f"kernel {spec}: {final} (cached)")
                 return have
         cache.mkdir(parents=True, exist_ok=True)
-        return _download(spec, abi, suites, arch, cache, final, progress)
+        return _download(spec, abi, suites, arch, cache, final, progress, flavour)
 
 
 def module_depends(ko: Path) -> list[str]:
@@ -130,12 +136,14 @@ def load_order(root: Path, wanted: tuple[str, ...]) -> list[Path]:
     return order
 
 
-def _download(spec, abi, suites, arch: str, cache: Path, final: Path, progress: Progress) -> Kernel:
+def _download(spec, abi, suites, arch: str, cache: Path, final: Path, progress: Progress,
+              flavour: str | None = None) -> Kernel:
+    flavour = flavour or arch
     mirror = system_mirror(error=KernelError)
     apt = PrivateApt(cache, suites, mirror, KernelError, arch=arch)
-    apt.update(progress, f"kernel {spec} ({arch})")
-    binary = apt.show(f"linux-binary-{abi}-{arch}", NOT_FOUND_HINT)
-    modules = apt.show(f"linux-modules-{abi}-{arch}", NOT_FOUND_HINT)
+    apt.update(progress, f"kernel {spec} ({flavour})")
+    binary = apt.show(f"linux-binary-{abi}-{flavour}", NOT_FOUND_HINT)
+    modules = apt.show(f"linux-modules-{abi}-{flavour}", NOT_FOUND_HINT)
     bdeb = apt.download(binary, progress, "kernel")
     mdeb = apt.download(modules, progress, "kernel")
 
@@ -169,7 +177,7 @@ def _download(spec, abi, suites, arch: str, cache: Path, final: Path, progress: 
         for ko in order:
             shutil.copy2(ko, out / "modules" / ko.name)
         (out / STAMP_NAME).write_text(json.dumps({
-            "format": STAMP_FORMAT, "spec": spec, "arch": arch, "release": release, "mirror": mirror,
+            "format": STAMP_FORMAT, "spec": spec, "arch": arch, "flavour": flavour, "release": release, "mirror": mirror,
             "suites": list(suites), "binary": binary.info(), "modules": modules.info(),
             "load_order": [ko.name for ko in order],
             "module_paths": [str(ko.relative_to(mod_root)) for ko in order]}, indent=2) + "\n")

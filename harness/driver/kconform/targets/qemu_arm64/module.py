@@ -12,6 +12,8 @@ trixie's modpost needs glibc 2.38 (run through trixie's loader), the headers' Ma
 names /usr/src (rewritten to the unpacked path), and the BTF step needs pahole (the
 headers' vmlinux is renamed, so kbuild skips BTF).
 
+The 16K kernel (`-arm64-16k`) is the same with `linux-headers-<abi>-arm64-16k`.
+
 Cache: <cache>/kmod/hdr-<abi>-<versions hash>/ (the prepared headers, with a stamp) and
 <cache>/kmod/kcffa-<key>/kcffa.ko, key = hash of the module's sources, the package
 versions and the cross compiler's version; the make command and log next to it.
@@ -147,9 +149,10 @@ def module_key(hdr: Path, src: Path = MODULE_SRC) -> str:
     return h.hexdigest()[:20]
 
 
-def build(cache: Path, log: Log, src: Path = MODULE_SRC) -> Path:
-    """kcffa.ko for Debian's arm64 kernel, from the cache or built now (about 2 s)."""
-    hdr = prepared_headers(cache, log)
+def build(cache: Path, log: Log, src: Path = MODULE_SRC, flavour: str = FLAVOUR) -> Path:
+    """kcffa.ko for Debian's arm64 kernel of flavour ("arm64": 4K pages, "arm64-16k"),
+    from the cache or built now (about 2 s)."""
+    hdr = prepared_headers(cache, log, flavour=flavour)
     key = module_key(hdr, src)
     final = cache / "kmod" / f"kcffa-{key}"
     ko = final / "kcffa.ko"

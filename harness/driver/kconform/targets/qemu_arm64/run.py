@@ -84,23 +84,39 @@ def desc_buf_bytes(page_size: int) -> int:
 
 
 DESC_BUF = {4096: 36864, 16384: 49152}
+# The host PAGE_SIZE a run asks for -> Debian's arm64 kernel flavour with that page size
+# (linux-binary/-modules/-headers-<abi>-<flavour>, trixie-backports).
+FLAVOURS = {4096: "arm64", 16384: "arm64-16k"}
 
 
-def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Path, start_from: int) -> list[str]:
+def flavour_of(page_size: int) -> str:
+    if page_size not in FLAVOURS:
+        raise ToolError(f"flag --page-size: target {TARGET} runs 4K or 16K (Debian's -arm64 and "
+                        f"-arm64-16k kernels), not {page_size // 1024}K")
+    return FLAVOURS[page_size]
+
+
+def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Path, start_from: int,
+                 page_size: int = 4096) -> list[str]:
     size = initrd.stat().st_size
     boot.check_layout(kernel.image, size)
     cmd = boot.qemu_command(fw.bios, kernel.image, initrd, size)
+    if page_size == 16384:
+        # The -arm64-16k kernel sees LPA2 on -cpu max and uses 52-bit addresses for KVM;
+        # under bookworm's QEMU 7.2 (TCG) it then hangs after "mpls_gso" (no output for
+        # 180 s, seen 2026-12-02); with lpa2=off it boots and runs (48-bit, as 4K does).
+        cmd[cmd.index("-cpu") + 1] += ",lpa2=off"
     at = cmd.index("-append") + 1
     cmd[at] += f" kconform.port=/dev/hvc0 kconform.from={start_from}"
     return cmd + ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={frames}",
                   "-device", "virtconsole,chardev=kcframes"]
 
 
-def boot_once(fw, kernel, initrd, work: Path, start_from: int, log: Log, on_record) -> ArmBoot:
+def boot_once(fw, kernel, initrd, work: Path, start_from: int, log: Log, on_record, page_size: int = 4096) -> ArmBoot:
     n = len(list(work.glob("console-*.log")))
     console, frames = work / f"console-{n}.log", work / f"frames-{n}.log"
     frames.touch()
-    cmd = qemu_command(fw, kernel, initrd, frames, start_from)
+    cmd = qemu_command(fw, kernel, initrd, frames, start_from, page_size)
     (work / f"qemu-{n}.cmd").write_text(shlex.join(cmd) + "\n")
     stream = FrameStream()
     started = time.monotonic()
@@ -183,13 +199,15 @@ def identity(probe: dict, tfa_version: str, seconds: float) -> dict:
             "caps": caps, "cap_bits": caps_bits, "seconds": seconds}
 
 
-def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, log: Log) -> TargetRun:
+def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, log: Log,
+               page_size: int = 4096) -> TargetRun:
+    flavour = flavour_of(page_size)
     toolchain.ensure(log)
     fw = firmware.build(log)
-    kernel = debian_kernels.fetch(KERNEL, progress=log, arch="arm64")
-    ko = module.build(cache_dir(), log)
+    kernel = debian_kernels.fetch(KERNEL, progress=log, arch="arm64", flavour=flavour)
+    ko = module.build(cache_dir(), log, flavour=flavour)
     agent = agent_build.build(log)
-    work = out_dir / TARGET
+    work = out_dir / (TARGET if page_size == 4096 else f"{TARGET}-{page_size // 1024}k")
     work.mkdir()
     pack = work / "scenarios"
     pack.mkdir()
@@ -231,7 +249,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
             log(f"kconform: {TARGET}: {MAX_BOOTS} boots used; scenarios {start_from}..{total - 1} not run")
             break
         log(f"kconform: {TARGET}: boot {len(boots) + 1}, scenarios {start_from}..{total - 1}")
-        b = boot_once(fw, kernel, initrd, work, start_from, log, on_record)
+        b = boot_once(fw, kernel, initrd, work, start_from, log, on_record, page_size)
         boots.append(b)
         text = b.console.read_text(errors="replace")
         warnings += [(k, line, s) for k, line, s in console_events(text) if k in NONFATAL_KINDS]
@@ -255,6 +273,9 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     if state["probe"] is None:
         raise ToolError(f"target {TARGET}: the agent never reported a probe; console log: {boots[-1].console}")
 
+    if int(state["probe"]["page_size"]) != page_size:
+        raise ToolError(f"target {TARGET}: the {flavour} kernel reports PAGE_SIZE {state['probe']['page_size']}, "
+                        f"not the {page_size} asked for")
     ident = identity(state["probe"], fw.tfa_version, agent_seconds)
     obs_path = work / "observations.jsonl"
     with naming(obs_path), open(obs_path, "x") as f:
