@@ -446,3 +446,62 @@ def test_a_symlink_pointed_at_an_older_file_is_rebuilt(fake):
     kh.symlink_to("v0.h")                        # now a link to a file older than the build
     assert payload(fake().image).endswith("/* v0 */\n")
     assert payload(fake().image).endswith("/* v0 */\n")      # and again (cached)
+
+
+# --- another architecture, with an external module built against the output ------------
+
+FAKE_ARCH_MAKEFILE = MAKEFILE.replace(".PHONY: tinyconfig olddefconfig bzImage", """\
+.PHONY: tinyconfig olddefconfig bzImage Image modules
+ifneq ($(M),)
+modules:
+\ttest "$(ARCH)" = fake64 && for c in $(M)/*.c; do cat $$c $(O)/.config > $${c%.c}.ko; done
+else
+Image: $(O)/virt/kvm/guest_memfd.o
+\ttest "$(ARCH)" = fake64
+\tmkdir -p $(O)/arch/fake/boot $(O)/include/config && cat $< > $(O)/arch/fake/boot/Image
+\techo 7.3.4-fake > $(O)/include/config/kernel.release
+modules:
+\ttrue
+endif""")
+
+
+def test_another_arch_builds_its_image_and_an_external_module_against_the_same_output(tmp_path):
+    tree = fake_tree(tmp_path / "tree")
+    (tree / "Makefile").write_text(FAKE_ARCH_MAKEFILE)
+    frag = tmp_path / "fake.config"
+    frag.write_text("CONFIG_FAKE=y\n")
+    arch = kernel_build.Arch("fake64", frag, ("ARCH=fake64",), ("Image", "modules"), "arch/fake/boot/Image", "",
+                             ("kernel-build",), {4096: "CONFIG_FAKE_4K=y", 16384: "CONFIG_FAKE_16K=y"})
+    ext = tmp_path / "mod"
+    ext.mkdir()
+    (ext / "kcffa.c").write_text("module one\n")
+    lines = []
+
+    def build(page_size=4096, facts=None):
+        lines.clear()
+        return kernel_build.build(str(tree), None, cache_dir=tmp_path / "cache", progress=lines.append, arch=arch,
+                                  page_size=page_size, external=ext, inspect=facts)
+
+    k = build(facts=lambda t: {"seen": (t / GM).read_text()})
+    assert k.image.name == "Image" and k.release == "7.3.4-fake"
+    assert [m.name for m in k.modules] == ["kcffa.ko"]
+    # The module was built against this build's own configuration (the 4K line).
+    ko = k.modules[0].read_text()
+    assert ko.startswith("module one\n") and "CONFIG_FAKE_4K=y" in ko and "CONFIG_FAKE_16K=y" not in ko
+    assert k.stamp["tree_facts"] == {"seen": "int content = 1;\n"} and k.stamp["arch"] == "fake64"
+    # Cached: same image, same module, no make.
+    k2 = build()
+    assert any("(cached" in l for l in lines) and k2.image == k.image and k2.modules == k.modules
+    # The module's sources are part of the key: a changed module is a new image folder.
+    (ext / "kcffa.c").write_text("module two\n")
+    k3 = build()
+    assert not any("(cached" in l for l in lines) and k3.image != k.image
+    assert k3.modules[0].read_text().startswith("module two\n")
+    assert k.modules[0].read_text().startswith("module one\n")     # the first is intact
+    # Another page size is another configuration, another image.
+    k16 = build(16384)
+    assert k16.image != k3.image and "CONFIG_FAKE_16K=y" in k16.modules[0].read_text()
+    # A cached image whose module went missing is built again, not returned half.
+    k16.modules[0].unlink()
+    k16b = build(16384)
+    assert not any("(cached" in l for l in lines) and k16b.modules[0].is_file()

@@ -179,3 +179,89 @@ def test_a_page_size_that_is_no_page_size_is_refused_naming_the_flag():
     r = kconform("run", "--target", "qemu-arm64", "corpora/ffa/smoke.kcs", "--page-size", "8K", timeout=300)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "flag --page-size: '8K'" in r.stderr
+
+
+# --- kernels built from a tree (--build [--tree T] [--apply P]) -------------------------
+
+def _fake_pkvm_tree(root: Path, reclaim2: bool, mbox: str = "#define KVM_FFA_MBOX_NR_PAGES\t1\n") -> Path:
+    ffa_c = root / run.FFA_C
+    ffa_c.parent.mkdir(parents=True)
+    ffa_c.write_text("case FFA_MEM_RECLAIM:\n" + ("case FFA_MEM_RECLAIM2:\n" if reclaim2 else ""))
+    h = root / run.KVM_PKVM_H
+    h.parent.mkdir(parents=True)
+    h.write_text("#ifndef __ARM64_KVM_PKVM_H__\n" + mbox + "#endif\n")
+    return root
+
+
+def test_tree_facts_say_whether_ffa_c_handles_reclaim2_and_its_mailbox_size(tmp_path):
+    assert run.tree_facts(_fake_pkvm_tree(tmp_path / "a", True)) == {"handles_reclaim2": True, "mbox_pages": 1}
+    assert run.tree_facts(_fake_pkvm_tree(tmp_path / "b", False)) == {"handles_reclaim2": False, "mbox_pages": 1}
+    with pytest.raises(ToolError, match="kvm_pkvm.h: no '#define KVM_FFA_MBOX_NR_PAGES N'"):
+        run.tree_facts(_fake_pkvm_tree(tmp_path / "c", True, mbox="/* gone */\n"))
+    with pytest.raises(ToolError, match=r"flag --tree: .*ffa\.c"):
+        run.tree_facts(tmp_path / "empty")
+
+
+def test_identity_of_a_built_kernel_follows_its_tree_and_names_its_patch():
+    patched = Kernel(image=Path("/i/Image"), release="7.3.4", modules=(Path("/i/kcffa.ko"),), source="x",
+                     stamp={"patch": "/r/targets/el2/reclaim2/reclaim2-reference.patch",
+                            "tree_facts": {"handles_reclaim2": True, "mbox_pages": 1}})
+    ident = run.identity(dict(PROBE, release="7.3.4"), "v2.12.1", 1.0, patched)
+    # The proxy handles RECLAIM2 (the RECLAIM2 corpus runs: kCapReclaim2); TF-A does not.
+    assert ident["ffa"]["reclaim2"] == 1 and ident["ffa"]["spmc"]["reclaim2"] is False
+    assert ["reclaim2", 1] in ident["caps"] and ident["cap_bits"] == (1 << 1) | 1
+    assert ident["release"] == "7.3.4+reclaim2-reference+tf-a-2.12.1"
+    stock = Kernel(image=Path("/i/Image"), release="7.3.4", modules=(), source="x",
+                   stamp={"patch": None, "tree_facts": {"handles_reclaim2": False, "mbox_pages": 1}})
+    ident = run.identity(dict(PROBE, release="7.3.4"), "v2.12.1", 1.0, stock)
+    assert ident["ffa"]["reclaim2"] == 0 and ident["cap_bits"] == 1 << 1
+    assert ident["release"] == "7.3.4+tf-a-2.12.1"
+
+
+def _ns(**kw):
+    import argparse
+    base = dict(fault=None, kernel=None, build=False, tree=None, apply=None, arch=None, page_size=None,
+                scenarios=["corpora/ffa/smoke.kcs"])
+    return argparse.Namespace(**(base | kw))
+
+
+@pytest.mark.parametrize("kw, named", [
+    (dict(tree="debian:7.3"), "flags --tree/--apply: for target qemu-arm64 they need --build"),
+    (dict(apply="targets/el2/reclaim2/reclaim2-reference.patch"), "need --build"),
+    (dict(build=True, arch="x86_64"), "flag --arch: target qemu-arm64 builds arm64 kernels, not x86_64"),
+    (dict(kernel="/some/Image"), "flag --kernel: target qemu-arm64"),
+])
+def test_build_flags_that_do_not_fit_are_refused_before_any_build(kw, named):
+    from kconform.commands.run import _plan_qemu_arm64
+    with pytest.raises(ToolError, match=named):
+        _plan_qemu_arm64(_ns(**kw), lambda m: None)
+
+
+def test_a_build_plan_per_page_size_builds_that_page_size_and_names_its_rerun_flags(monkeypatch):
+    from kconform.commands import run as run_cmd
+    built = []
+    monkeypatch.setattr(run, "built_kernel", lambda tree, patch, p, log: built.append((tree, patch, p)) or f"K{p}")
+    a, b = run_cmd._plan_qemu_arm64(_ns(build=True, arch="arm64", apply="targets/el2/reclaim2/reclaim2-reference.patch",
+                                        page_size=["4K", "16K"]), lambda m: None)
+    assert built == [("debian:7.3", "targets/el2/reclaim2/reclaim2-reference.patch", 4096),
+                     ("debian:7.3", "targets/el2/reclaim2/reclaim2-reference.patch", 16384)]
+    assert (a.kernel, b.kernel) == ("K4096", "K16384")
+    assert b.rerun == ["--target", "qemu-arm64", "--page-size", "16K", "--build", "--tree", "debian:7.3",
+                       "--apply", "targets/el2/reclaim2/reclaim2-reference.patch"]
+
+
+def test_the_arm64_fragment_survives_and_the_page_size_is_the_builds():
+    from kconform.sources import kernel_build as kb
+    f4 = kb.kernel_fragment(kb.ARM64, 4096).decode().splitlines()
+    f16 = kb.kernel_fragment(kb.ARM64, 16384).decode().splitlines()
+    for needed in ("CONFIG_KVM=y", "CONFIG_MODULES=y", "CONFIG_DMA_CMA=y", "CONFIG_VIRTIO_CONSOLE=y",
+                   "CONFIG_SERIAL_AMBA_PL011_CONSOLE=y", "CONFIG_BLK_DEV_INITRD=y"):
+        assert needed in f4 and needed in f16
+    assert "CONFIG_ARM64_4K_PAGES=y" in f4 and "CONFIG_ARM64_16K_PAGES=y" not in f4
+    assert "CONFIG_ARM64_16K_PAGES=y" in f16 and "CONFIG_ARM64_4K_PAGES=y" not in f16
+    with pytest.raises(kb.KernelError, match="flag --page-size: an arm64 kernel build knows 4K, 16K, not 64K"):
+        kb.kernel_fragment(kb.ARM64, 65536)
+    with pytest.raises(kb.KernelError, match="x86_64 kernel build has 4K pages only"):
+        kb.kernel_fragment(kb.X86_64, 16384)
+    # The x86 build's fragment is what it always was.
+    assert kb.kernel_fragment() == kb.KERNEL_FRAGMENT.read_bytes()

@@ -103,14 +103,20 @@ def _add_run(sub) -> None:
                         "the full tree to build a kernel from (debian:7.3 or a path)")
     p.add_argument("--build", action="store_true",
                    help="qemu: build a small KVM kernel (targets/qemu/kernel.config) from --tree "
-                        "(default debian:7.3) with --apply's patch, incrementally, and boot it")
+                        "(default debian:7.3) with --apply's patch, incrementally, and boot it; "
+                        "qemu-arm64: the same for arm64 (targets/qemu_arm64/kernel.config, cross-built, "
+                        "at each --page-size, our kcffa module built against it)")
+    p.add_argument("--arch", choices=("x86_64", "arm64"),
+                   help="with --build: the kernel's architecture; x86_64 for target qemu, arm64 for "
+                        "qemu-arm64 (each target's own; a different one is an error)")
     p.add_argument("--page-size", action="append", metavar="SIZE",
                    help="el2, spmc: host PAGE_SIZE of the build (el2) or of the scenarios (spmc), 4K, 16K "
                         "or 64K (repeatable; default 4K and 16K)")
     p.add_argument("--apply", metavar="PATCH",
                    help="el2: apply this patch to a copy of the tree first (e.g. the suite's RECLAIM2 "
                         "reference implementation, targets/el2/reclaim2/reclaim2-reference.patch); "
-                        "qemu with --build: patch the kernel (targets/qemu/write/gmem-write-reference.patch)")
+                        "qemu, qemu-arm64 with --build: patch the kernel (targets/qemu/write/gmem-write-reference.patch, "
+                        "targets/el2/reclaim2/reclaim2-reference.patch)")
     p.add_argument("--asan", action="store_true",
                    help="el2: build the handler with ASan and the kernel's arm64 UBSan checks (a memory error "
                         "in kernel code is a finding; the run resumes with the next scenario)")

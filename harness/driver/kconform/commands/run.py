@@ -153,6 +153,7 @@ class Plan:
     rerun: list[str] = dataclasses.field(default_factory=list)  # the `run` flags that select this build
     watchdog: float | None = None  # kconform-runner --watchdog (None: the runner's default)
     page_size: int = 4096  # qemu-arm64: the booted kernel's PAGE_SIZE (its Debian flavour)
+    kernel: object = None  # qemu-arm64: a Kernel built with --build (None: Debian's)
 
 
 def _plan_host(args, log) -> list[Plan]:
@@ -201,6 +202,8 @@ def _plan_qemu(args, log) -> list[Plan]:
     if not files:
         return []
     rerun = ["--target", "qemu"]
+    if getattr(args, "arch", None) not in (None, "x86_64"):
+        raise ToolError(f"flag --arch: target qemu builds x86_64 kernels, not {args.arch} (arm64: --target qemu-arm64)")
     if getattr(args, "build", False):
         if args.kernel:
             raise ToolError("flag --build: builds a kernel from --tree; not with --kernel")
@@ -267,23 +270,38 @@ def _plan_spmc(args, log) -> list[Plan]:
 def _plan_qemu_arm64(args, log) -> list[Plan]:
     """FF-A scenarios from the host of Debian's arm64 kernel in pKVM protected mode, through
     real pKVM and TF-A's EL3 SPMC under QEMU (targets/qemu_arm64); 4K (`-arm64`) or 16K
-    (`-arm64-16k`) pages, one plan each."""
-    from kconform.targets.qemu_arm64.run import flavour_of
+    (`-arm64-16k`) pages, one plan each. With --build: an arm64 kernel built from --tree
+    (default debian:7.3) with --apply's patch, at each page size, instead."""
+    from kconform.targets.qemu_arm64.run import built_kernel, flavour_of
     if args.fault:
         raise ToolError("flag --fault: target qemu-arm64 has no fault wrappers (real pKVM and TF-A)")
-    if args.kernel or getattr(args, "build", False) or args.tree or args.apply:
-        raise ToolError("flags --kernel/--build/--tree/--apply: target qemu-arm64 boots Debian's arm64 7.3 "
-                        "kernel only so far (targets/qemu_arm64/README.md)")
+    build = getattr(args, "build", False)
+    if getattr(args, "arch", None) not in (None, "arm64"):
+        raise ToolError(f"flag --arch: target qemu-arm64 builds arm64 kernels, not {args.arch}")
+    if args.kernel:
+        raise ToolError("flag --kernel: target qemu-arm64 boots Debian's arm64 7.3 kernel or one it builds "
+                        "(--build [--tree T] [--apply P]): a kernel Image of yours would need our kcffa module "
+                        "built against its own build output (targets/qemu_arm64/README.md)")
+    if (args.tree or args.apply) and not build:
+        raise ToolError("flags --tree/--apply: for target qemu-arm64 they need --build")
     sizes = [el2.parse_page_size(p) for p in (args.page_size or ["4K"])]
     for p in sizes:
         flavour_of(p)
     files = scenario_files(args.scenarios, "ffa")
     if not files:
         return []
-    return [Plan("qemu-arm64" if p == 4096 else f"qemu-arm64-{p // 1024}k", Engine(runner_binary("default")),
-                 "qemu-arm64", files, rerun=["--target", "qemu-arm64", "--page-size", f"{p // 1024}K"],
-                 page_size=p)
-            for p in sizes]
+    plans = []
+    for p in sizes:
+        rerun = ["--target", "qemu-arm64", "--page-size", f"{p // 1024}K"]
+        kernel = None
+        if build:
+            tree = args.tree or DEFAULT_TREE
+            rerun += ["--build", "--tree", tree if tree.startswith("debian:") else shown_path(tree)]
+            rerun += ["--apply", shown_path(args.apply)] if args.apply else []
+            kernel = built_kernel(tree, args.apply, p, log)
+        plans.append(Plan("qemu-arm64" if p == 4096 else f"qemu-arm64-{p // 1024}k", Engine(runner_binary("default")),
+                          "qemu-arm64", files, rerun=rerun, page_size=p, kernel=kernel))
+    return plans
 
 
 PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _plan_qemu,
@@ -346,7 +364,7 @@ def cmd_run(args, console: Console) -> int:
             runs.append(run_qemu(plan.engine, plan.files, raw, out_dir, args.kernel, args.accel, log))
             continue
         if plan.target == "qemu-arm64":
-            runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log, plan.page_size))
+            runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log, plan.page_size, plan.kernel))
             continue
         if console.is_terminal and not args.quiet:
             with Progress(TextColumn(f"[bold]{plan.label}[/bold]"), BarColumn(), MofNCompleteColumn(),

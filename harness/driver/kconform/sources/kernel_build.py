@@ -1,5 +1,8 @@
-"""Small x86-64 kernels with KVM built in, built from a full tree (full_trees.py),
-optionally patched (`run --target qemu --tree T --build [--apply P]`).
+"""Small kernels with KVM built in, built from a full tree (full_trees.py), optionally
+patched: x86-64 for `run --target qemu --tree T --build [--apply P]`, arm64 (cross-built,
+with an external module built against the same output) for `run --target qemu-arm64
+--build ...`. An Arch names what differs: the config fragment, make's variables and
+targets, the image, the compiler that goes into the key.
 
 Layout under <cache>/kbuild/:
   src-<tree_id>/          a hard-link mirror of the tree (same names, same inodes; no .git)
@@ -9,7 +12,9 @@ Layout under <cache>/kbuild/:
                           .kconform-sources.json: the content of every source file it
                           was built from (SOURCES_MANIFEST)
   img/<key>/bzImage       built kernels by content key (tree files, patch, config
-                          fragment, toolchain); kconform-image.json records the key
+                          fragment, toolchain, external module sources); arm64: Image
+                          and the external module's .ko files; kconform-image.json
+                          records the key
   hashes-<tree_id>.json   content hashes of the files of the tree and its mirror, by inode
                           and stat (a file is hashed again when its size, mtime or ctime
                           changed)
@@ -58,10 +63,43 @@ KERNEL_FRAGMENT = REPO / "targets" / "qemu" / "kernel.config"
 KERNEL_DEBUG_FRAGMENT = REPO / "targets" / "qemu" / "kernel-debug.config"
 
 
-def kernel_fragment() -> bytes:
-    """The config fragment of this build: kernel.config, plus kernel-debug.config
-    (KASAN, lockdep) when the environment says KCONFORM_KERNEL_DEBUG=1."""
-    fragment = KERNEL_FRAGMENT.read_bytes()
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """What a build for one architecture needs that another does not."""
+    name: str                   # the kernel's ARCH (x86_64 builds with the host's make as is)
+    fragment: Path              # applied on top of tinyconfig
+    make_vars: tuple[str, ...]  # given to every make (ARCH=, CROSS_COMPILE=)
+    targets: tuple[str, ...]    # what make builds
+    image: str                  # the image, relative to the obj folder
+    prefix: str                 # the compiler's prefix (its version goes into the key)
+    deps: tuple[str, ...]       # groups of ci/packages.txt the build needs
+    page_sizes: dict[int, str]  # host page size -> the config line that chooses it ({}: fixed)
+
+
+X86_64 = Arch("x86_64", KERNEL_FRAGMENT, (), ("bzImage",), "arch/x86/boot/bzImage", "",
+              ("kernel-build",), {})
+ARM64 = Arch("arm64", REPO / "targets" / "qemu_arm64" / "kernel.config",
+             ("ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-"),
+             # modules: Module.symvers, which an external module is built against
+             ("Image", "modules"), "arch/arm64/boot/Image", "aarch64-linux-gnu-",
+             ("kernel-build", "qemu-arm64"),
+             {4096: "CONFIG_ARM64_4K_PAGES=y", 16384: "CONFIG_ARM64_16K_PAGES=y"})
+ARCHES = {a.name: a for a in (X86_64, ARM64)}
+
+
+def kernel_fragment(arch: Arch = X86_64, page_size: int = 4096) -> bytes:
+    """The config fragment of this build: the arch's fragment (kernel.config), its page
+    size line, plus kernel-debug.config (KASAN, lockdep) when the environment says
+    KCONFORM_KERNEL_DEBUG=1."""
+    fragment = arch.fragment.read_bytes()
+    if arch.page_sizes:
+        if page_size not in arch.page_sizes:
+            raise KernelError(f"flag --page-size: an {arch.name} kernel build knows "
+                              + ", ".join(f"{p // 1024}K" for p in arch.page_sizes)
+                              + f", not {page_size // 1024}K")
+        fragment += f"\n# kconform: --page-size {page_size // 1024}K\n{arch.page_sizes[page_size]}\n".encode()
+    elif page_size != 4096:
+        raise KernelError(f"flag --page-size: an {arch.name} kernel build has 4K pages only")
     if os.environ.get("KCONFORM_KERNEL_DEBUG", "") == "1":
         fragment += b"\n" + KERNEL_DEBUG_FRAGMENT.read_bytes()
     return fragment
@@ -190,10 +228,11 @@ def digest(files: dict[str, FileState]) -> str:
     return h.hexdigest()
 
 
-def toolchain() -> str:
-    """The first --version line of gcc, ld and make (part of an image's key)."""
+def toolchain(prefix: str = "") -> str:
+    """The first --version line of gcc, ld (with the cross prefix) and make (part of an
+    image's key)."""
     out = []
-    for tool in ("gcc", "ld", "make"):
+    for tool in (prefix + "gcc", prefix + "ld", "make"):
         try:
             r = procs.run([tool, "--version"], capture_output=True, text=True)
             line = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else ""
@@ -203,9 +242,11 @@ def toolchain() -> str:
     return "; ".join(out)
 
 
-def image_key(tree_digest: str, patch_sha: str | None, fragment_sha: str, tools: str) -> str:
+def image_key(tree_digest: str, patch_sha: str | None, fragment_sha: str, tools: str,
+              extra: str = "") -> str:
+    """extra: what else the image folder holds was built from (external module sources)."""
     return _h(f"kbuild-image-{IMAGE_FORMAT}\0{tree_digest}\0{patch_sha or 'none'}\0"
-              f"{fragment_sha}\0{tools}".encode())[:20]
+              f"{fragment_sha}\0{tools}".encode() + (f"\0{extra}".encode() if extra else b""))[:20]
 
 
 # --- the mirror --------------------------------------------------------------------
@@ -434,7 +475,7 @@ def make_from_content(tree: Path, obj: Path, make: list[str], *, hashes: HashCac
 
 # --- the kernel build ------------------------------------------------------------------
 
-def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
+def _configure(src: Path, obj: Path, fragment: bytes, log: Path, arch: Arch = X86_64) -> None:
     fh = _h(fragment)
     try:
         if json.loads((obj / ".kconform-config.json").read_text()).get("fragment") == fh \
@@ -447,84 +488,131 @@ def _configure(src: Path, obj: Path, fragment: bytes, log: Path) -> None:
         for step in ("tinyconfig", None, "olddefconfig"):
             if step is None:
                 with (obj / ".config").open("a") as c:
-                    c.write("\n# kconform: " + str(KERNEL_FRAGMENT) + "\n" + fragment.decode())
+                    c.write("\n# kconform: " + str(arch.fragment) + "\n" + fragment.decode())
                 continue
-            r = procs.run(["make", "-C", str(src), f"O={obj}", step], stdout=lf,
+            r = procs.run(["make", "-C", str(src), f"O={obj}", *arch.make_vars, step], stdout=lf,
                           stderr=subprocess.STDOUT, pass_fds=locks.held_fds())
             if r.returncode != 0:
                 raise KernelError(f"make {step} failed; see {log}")
     have = set((obj / ".config").read_text().splitlines())
     lost = [l for l in fragment.decode().splitlines() if l.startswith("CONFIG_") and l not in have]
     if lost:
-        raise KernelError(f"{KERNEL_FRAGMENT}: olddefconfig dropped {', '.join(lost)} "
+        raise KernelError(f"{arch.fragment}: olddefconfig dropped {', '.join(lost)} "
                           f"(a dependency is missing from the fragment)")
     (obj / ".kconform-config.json").write_text(json.dumps({"fragment": fh}))
 
 
-def _cached(img_dir: Path, key: str, content: str) -> dict | None:
+def _image_name(arch: Arch) -> str:
+    return Path(arch.image).name
+
+
+def external_sources(external: Path | None) -> str:
+    """The hash of an external module's folder (its files' names and content), or ""."""
+    if external is None:
+        return ""
+    if not external.is_dir():
+        raise KernelError(f"{external}: no such folder (the external module to build)")
+    h = hashlib.sha256()
+    for f in sorted(p for p in external.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_external(tree: Path, obj: Path, arch: Arch, external: Path, dest: Path, log: Path) -> list[str]:
+    """Builds the module in external (its sources copied aside: kbuild writes next to
+    them) against obj, as `make -C tree O=obj M=...`; its .ko files go to dest."""
+    with tempfile.TemporaryDirectory(prefix="kconform-ext-") as d:
+        work = Path(d) / external.name
+        shutil.copytree(external, work)
+        cmd = ["make", "-C", str(tree), f"O={obj}", *arch.make_vars, f"M={work}", "modules"]
+        with log.open("a") as lf:
+            lf.write("\n# kconform: " + " ".join(cmd) + "\n")
+            lf.flush()
+            r = procs.run(cmd, stdout=lf, stderr=subprocess.STDOUT, pass_fds=locks.held_fds())
+        kos = sorted(work.glob("*.ko"))
+        if r.returncode != 0 or not kos:
+            raise KernelError(f"building the module in {external} against {obj} failed; see {log}")
+        for ko in kos:
+            shutil.copy2(ko, dest / ko.name)
+        return [ko.name for ko in kos]
+
+
+def _cached(img_dir: Path, key: str, content: str, image: str = "bzImage") -> dict | None:
     """The stamp of img_dir if it holds an image built from exactly this content."""
     try:
         st = json.loads((img_dir / IMAGE_STAMP).read_text())
     except (OSError, ValueError):
         return None
     if st.get("format") != IMAGE_FORMAT or st.get("key") != key or st.get("content_sha256") != content \
-            or not (img_dir / "bzImage").is_file():
+            or not (img_dir / image).is_file() \
+            or not all((img_dir / m).is_file() for m in st.get("modules", [])):
         return None
     return st
 
 
 def build(tree_spec: str, patch: str | None = None, cache_dir: str | os.PathLike | None = None,
-          progress: Progress = print, jobs: int | None = None) -> Kernel:
-    """Builds (incrementally) a small x86-64 kernel with KVM built in from a full tree,
-    optionally patched; cached by content (tree files, patch, fragment, toolchain)."""
+          progress: Progress = print, jobs: int | None = None, arch: Arch = X86_64,
+          page_size: int = 4096, external: Path | None = None,
+          inspect: Callable[[Path], dict] | None = None) -> Kernel:
+    """Builds (incrementally) a small kernel with KVM built in from a full tree, optionally
+    patched; cached by content (tree files, patch, fragment, toolchain, external module).
+    arch: X86_64 (a bzImage) or ARM64 (an Image, cross-built, at page_size). external: a
+    folder holding an out-of-tree module, built against the same output; its .ko files
+    are the Kernel's modules. inspect(tree): facts read from the patched tree as built
+    (recorded in the stamp as "tree_facts")."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     patch_path = Path(patch).resolve() if patch else None
     if patch_path is not None and not patch_path.is_file():
         raise KernelError(f"flag --apply: {patch}: no such patch file")
-    fragment = kernel_fragment()
+    fragment = kernel_fragment(arch, page_size)
+    image_name = _image_name(arch)
+    ext = external_sources(external)
     src, tree_state, tree_id = full_tree(tree_spec, cache, progress)
     patch_bytes = patch_path.read_bytes() if patch_path else None
     ps = _h(patch_bytes) if patch_bytes is not None else None
     fs = _h(fragment)
     kb = cache / "kbuild"
     source = f"{tree_spec}" + (f"+{patch_path.name}" if patch_path else "") + \
-        ("+debug" if fragment != KERNEL_FRAGMENT.read_bytes() else "")
+        ("+debug" if os.environ.get("KCONFORM_KERNEL_DEBUG", "") == "1" else "")
     hashes = HashCache(kb / f"hashes-{tree_id}.json")
 
-    tools = toolchain()
+    tools = toolchain(arch.prefix)
     files, _ = walk(src, hashes, skip=NOT_MIRRORED)
     content = digest(files)
-    key = image_key(content, ps, fs, tools)
-    st = _cached(kb / "img" / key, key, content)
+    key = image_key(content, ps, fs, tools, ext)
+    st = _cached(kb / "img" / key, key, content, image_name)
     hashes.save()
     if st is not None:
-        progress(f"kernel build: {kb / 'img' / key / 'bzImage'} (cached: {source})")
-        return _built(kb / "img" / key / "bzImage", source, st)
+        progress(f"kernel build: {kb / 'img' / key / image_name} (cached: {source})")
+        return _built(kb / "img" / key, arch, source, st)
 
     with locks.locked(kb / f"{tree_id}.lock", f"the kernel build of {tree_id}", progress):
-        deps.ensure(["kernel-build"], progress)
+        deps.ensure(list(arch.deps), progress)
         t0 = time.monotonic()
-        tools = toolchain()
+        tools = toolchain(arch.prefix)
         tree, files, m_files = mirror(src, tree_id, patch_path, cache, progress, hashes)
         content = digest(files)   # the tree as mirrored (it may have changed while we waited)
-        key = image_key(content, ps, fs, tools)
+        key = image_key(content, ps, fs, tools, ext)
         img_dir = kb / "img" / key
-        st = _cached(img_dir, key, content)
+        st = _cached(img_dir, key, content, image_name)
         if st is not None:      # built by the run we waited for
             hashes.save()
-            progress(f"kernel build: {img_dir / 'bzImage'} (cached: {source})")
-            return _built(img_dir / "bzImage", source, st)
+            progress(f"kernel build: {img_dir / image_name} (cached: {source})")
+            return _built(img_dir, arch, source, st)
         obj = kb / f"obj-{tree_id}-{fs[:12]}"
         log = kb / f"obj-{tree_id}-{fs[:12]}.log"
         log.write_text("")
         n = jobs or os.cpu_count() or 2
         again = (obj / "vmlinux").is_file() and _load_manifest(obj) is not None
-        progress(f"kernel build: make -j{n} bzImage in {obj} ("
-                 + ("incremental" if again else "first build ~5-10 min on 2 cores") + f"; log {log})")
+        what = " ".join(arch.targets)
+        progress(f"kernel build: make -j{n} {what} in {obj} ("
+                 + ("incremental" if again else
+                    f"first build ~{'5-10' if arch is X86_64 else '15-25'} min on 2 cores") + f"; log {log})")
         try:
-            make_from_content(tree, obj, ["make", "-C", str(tree), f"O={obj}", f"-j{n}", "bzImage"],
+            make_from_content(tree, obj, ["make", "-C", str(tree), f"O={obj}", *arch.make_vars, f"-j{n}",
+                                          *arch.targets],
                               hashes=hashes, files=m_files, tools=tools, log=log, progress=progress,
-                              configure=lambda: _configure(tree, obj, fragment, log),
+                              configure=lambda: _configure(tree, obj, fragment, log, arch),
                               what=f"kernel build of {source}")
         finally:
             hashes.save()
@@ -532,18 +620,37 @@ def build(tree_spec: str, patch: str | None = None, cache_dir: str | os.PathLike
               "built_content_sha256": digest(m_files), "tree": tree_spec, "tree_id": tree_id,
               "tree_path": str(src), "tree_state": tree_state,
               "patch": str(patch_path) if patch_path else None, "patch_sha256": ps,
-              "fragment_sha256": fs, "toolchain": tools, "seconds": round(time.monotonic() - t0, 1)}
-        _copy_out(obj / "arch" / "x86" / "boot" / "bzImage", img_dir, st)
-    progress(f"kernel build: {img_dir / 'bzImage'} ({st['seconds']} s)")
-    return _built(img_dir / "bzImage", source, st)
+              "fragment_sha256": fs, "toolchain": tools, "arch": arch.name, "page_size": page_size,
+              "release": _release(obj)}
+        if inspect is not None:
+            st["tree_facts"] = inspect(tree)
+        st["seconds"] = round(time.monotonic() - t0, 1)    # the kernel's make (the module's is seconds)
+        _copy_out(obj / arch.image, img_dir, st, image_name,
+                  lambda d: st.update(external=str(external), external_sha256=ext,
+                                      modules=build_external(tree, obj, arch, external, d, log))
+                  if external is not None else None)
+    progress(f"kernel build: {img_dir / image_name} ({st['seconds']} s)")
+    return _built(img_dir, arch, source, st)
 
 
-def _copy_out(built: Path, img_dir: Path, stamp: dict) -> None:
-    """img_dir/bzImage + stamp, all at once: a folder made aside, then renamed."""
+def _release(obj: Path) -> str:
+    """The kernel's release (uname -r) as the build wrote it."""
+    try:
+        return (obj / "include" / "config" / "kernel.release").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _copy_out(built: Path, img_dir: Path, stamp: dict, name: str = "bzImage",
+              fill: Callable[[Path], None] | None = None) -> None:
+    """img_dir/<name> (+ what fill(folder) adds) + stamp, all at once: a folder made
+    aside, then renamed."""
     img_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{img_dir.name}.", dir=img_dir.parent))
     try:
-        shutil.copy2(built, tmp / "bzImage")
+        shutil.copy2(built, tmp / name)
+        if fill is not None:
+            fill(tmp)
         (tmp / IMAGE_STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
         if img_dir.exists():    # an image of other content, or of an older format
             old = Path(tempfile.mkdtemp(prefix=f".{img_dir.name}.old.", dir=img_dir.parent))
@@ -554,9 +661,14 @@ def _copy_out(built: Path, img_dir: Path, stamp: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _built(image: Path, source: str, stamp: dict) -> Kernel:
-    k = user_kernel(image)
-    return Kernel(image=k.image, release=k.release, modules=(), source=source, stamp=stamp, vcpus=2)
+def _built(img_dir: Path, arch: Arch, source: str, stamp: dict) -> Kernel:
+    image = img_dir / _image_name(arch)
+    if arch is X86_64:
+        k = user_kernel(image)
+        return Kernel(image=k.image, release=k.release, modules=(), source=source, stamp=stamp, vcpus=2)
+    mods = tuple(img_dir / m for m in stamp.get("modules", []))
+    return Kernel(image=image.resolve(), release=stamp.get("release", ""), modules=mods, source=source,
+                  stamp=stamp, vcpus=2)
 
 
 def built_images(cache: Path | None = None) -> list[dict]:

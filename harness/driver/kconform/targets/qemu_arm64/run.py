@@ -184,28 +184,77 @@ def build_initrd(kernel: Kernel, ko: Path, agent: Path, pack: Path, log: Log) ->
     return cache_archive(files, cache_dir(), "arm64-run-", TARGET, log)
 
 
-def identity(probe: dict, tfa_version: str, seconds: float) -> dict:
+# What the model must know of a kernel built from a tree (--build), read from the tree as
+# built (patch applied) by tree_facts(): does its ffa.c handle FFA_MEM_RECLAIM2 (the el2
+# target's extract_tree.py asks the same question of the same file), and its mailbox size.
+FFA_C = "arch/arm64/kvm/hyp/nvhe/ffa.c"
+KVM_PKVM_H = "arch/arm64/include/asm/kvm_pkvm.h"
+MBOX_DEFINE = re.compile(r"^#define\s+KVM_FFA_MBOX_NR_PAGES\s+(\d+)\s*$", re.M)
+
+
+def tree_facts(tree: Path) -> dict:
+    """The facts of a kernel tree (as built) that the replay's profile needs."""
+    try:
+        ffa_c = (tree / FFA_C).read_text(errors="replace")
+        pkvm_h = (tree / KVM_PKVM_H).read_text(errors="replace")
+    except OSError as e:
+        raise ToolError(f"flag --tree: {tree}: {e.strerror}: {e.filename} (target {TARGET} needs pKVM's FF-A proxy)")
+    m = MBOX_DEFINE.search(pkvm_h)
+    if not m:
+        raise ToolError(f"flag --tree: {tree / KVM_PKVM_H}: no '#define KVM_FFA_MBOX_NR_PAGES N'")
+    return {"handles_reclaim2": "FFA_MEM_RECLAIM2" in ffa_c, "mbox_pages": int(m.group(1))}
+
+
+def built_kernel(tree: str, patch: str | None, page_size: int, log: Log) -> Kernel:
+    """An arm64 kernel built from tree (+ patch) at page_size, with our kcffa.ko built
+    against the same output (sources/kernel_build.py, arch arm64; cached by content)."""
+    from kconform.sources import kernel_build
+    k = kernel_build.build(tree, patch, progress=log, arch=kernel_build.ARM64, page_size=page_size,
+                           external=module.MODULE_SRC, inspect=tree_facts)
+    facts = k.stamp.get("tree_facts") or {}
+    if facts.get("mbox_pages") != MBOX_PAGES:
+        raise ToolError(f"flag --tree: {tree}: KVM_FFA_MBOX_NR_PAGES is {facts.get('mbox_pages')}; target {TARGET} "
+                        f"knows the proxy layout of Debian 7.3's ffa.c ({MBOX_PAGES} page; run.py DESC_BUF)")
+    if [m.name for m in k.modules] != ["kcffa.ko"]:
+        raise ToolError(f"the kernel build of {tree} gave modules {[m.name for m in k.modules]}, not kcffa.ko")
+    return k
+
+
+def identity(probe: dict, tfa_version: str, seconds: float, kernel: Kernel | None = None) -> dict:
+    """The run's identity for the replay. kernel: a kernel built with --build (its tree's
+    facts decide whether the proxy handles RECLAIM2; a patch names the release), or None
+    for Debian's."""
     ps = int(probe["page_size"])
     if ps not in DESC_BUF:
         raise ToolError(f"target {TARGET}: the guest's PAGE_SIZE {ps} is not one this target knows (4K, 16K)")
     caps_bits = {4096: 1 << 1, 16384: 1 << 2, 65536: 1 << 3}[ps]
-    release = f"{probe['release']}+tf-a-{tfa_version.lstrip('v')}"
+    facts = (kernel.stamp.get("tree_facts") or {}) if kernel is not None else {}
+    reclaim2 = int(bool(facts.get("handles_reclaim2")))
+    caps_bits |= reclaim2      # kCapReclaim2 (harness/scenario/ffa_abi.h)
+    patch = (kernel.stamp.get("patch") or "") if kernel is not None else ""
+    built = f"+{Path(patch).stem}" if patch else ""
+    release = f"{probe['release']}{built}+tf-a-{tfa_version.lstrip('v')}"
     ffa = {"page_size": ps, "phys_base": probe["phys_base"], "host_pages": probe["host_pages"],
            "mbox_pages": MBOX_PAGES, "desc_buf_bytes": desc_buf_bytes(ps), "version": FFA_VERSION_12,
-           "real_el3": 1, "reclaim2": 0, "spmc": SPMC}
-    caps = [["page_size", ps], ["reclaim2", 0], ["host_pages", probe["host_pages"]],
+           "real_el3": 1, "reclaim2": reclaim2, "spmc": SPMC}
+    caps = [["page_size", ps], ["reclaim2", reclaim2], ["host_pages", probe["host_pages"]],
             ["phys_base", probe["phys_base"]], ["buf_pa", probe["buf_pa"]], ["real_el3", 1]]
     return {"type": "identity", "abi": "ffa", "target": TARGET, "release": release, "ffa": ffa,
             "caps": caps, "cap_bits": caps_bits, "seconds": seconds}
 
 
 def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, log: Log,
-               page_size: int = 4096) -> TargetRun:
-    flavour = flavour_of(page_size)
+               page_size: int = 4096, built: Kernel | None = None) -> TargetRun:
+    """built: a kernel built with --build (built_kernel(): its modules hold kcffa.ko);
+    None: Debian's 7.3 kernel of the page size's flavour, kcffa built against its headers."""
+    flavour = flavour_of(page_size) if built is None else f"built ({built.source})"
     toolchain.ensure(log)
     fw = firmware.build(log)
-    kernel = debian_kernels.fetch(KERNEL, progress=log, arch="arm64", flavour=flavour)
-    ko = module.build(cache_dir(), log, flavour=flavour)
+    if built is None:
+        kernel = debian_kernels.fetch(KERNEL, progress=log, arch="arm64", flavour=flavour)
+        ko = module.build(cache_dir(), log, flavour=flavour)
+    else:
+        kernel, ko = built, built.modules[0]
     agent = agent_build.build(log)
     work = out_dir / (TARGET if page_size == 4096 else f"{TARGET}-{page_size // 1024}k")
     work.mkdir()
@@ -276,7 +325,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     if int(state["probe"]["page_size"]) != page_size:
         raise ToolError(f"target {TARGET}: the {flavour} kernel reports PAGE_SIZE {state['probe']['page_size']}, "
                         f"not the {page_size} asked for")
-    ident = identity(state["probe"], fw.tfa_version, agent_seconds)
+    ident = identity(state["probe"], fw.tfa_version, agent_seconds, built)
     obs_path = work / "observations.jsonl"
     with naming(obs_path), open(obs_path, "x") as f:
         f.write(json.dumps(ident) + "\n")
@@ -296,7 +345,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
              f"{len(crashes)} after a crash), wall {wall:.1f} s; " \
              f"{len(skipped)} scenario(s) not runnable here (skipped.json); frames lost: " \
              f"{sum(b.garbled for b in boots)} garbled, {sum(b.gaps for b in boots)} gaps"
-    run.target["kernel"] = str(kernel.image)
+    run.target["kernel"] = str(kernel.image) + (f" (built from {built.source})" if built is not None else "")
     run.target["firmware"] = str(fw.folder)
     run.target["timing"] = timing
     run.summary["boot_to_first_op_seconds"] = first
