@@ -89,6 +89,12 @@ def test_qemu_command_adds_the_frame_port_and_the_resume_point(tmp_path):
     assert "kvm-arm.mode=protected" in append
     assert cmd[-6:] == ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={tmp_path / 'frames.log'}",
                         "-device", "virtconsole,chardev=kcframes"]
+    assert "kconform.caps" not in append      # Debian's 7.3: no RECLAIM2
+    # A kernel built from a tree whose ffa.c handles RECLAIM2: the agent is told (kCapReclaim2).
+    built = Kernel(image=image, release="7.3.4", source="debian:7.3+r2.patch", modules=(),
+                   stamp={"tree_facts": {"handles_reclaim2": True, "mbox_pages": 1}})
+    append = (c := run.qemu_command(fw, built, initrd, tmp_path / "frames.log", 0))[c.index("-append") + 1]
+    assert "kconform.caps=1" in append and run.kernel_caps(built) == 1
 
 
 PROBE = {"t": "probe", "ok": True, "release": "7.3.4+deb13-arm64", "page_size": 4096, "buf_pa": 0x7b100000,
@@ -265,3 +271,18 @@ def test_the_arm64_fragment_survives_and_the_page_size_is_the_builds():
         kb.kernel_fragment(kb.X86_64, 16384)
     # The x86 build's fragment is what it always was.
     assert kb.kernel_fragment() == kb.KERNEL_FRAGMENT.read_bytes()
+
+
+def test_the_firmwares_ffa_routing_is_read_from_the_tfa_tree(tmp_path, monkeypatch):
+    # SPMC:ROUTED: BL31 hands FF-A numbers up to FFA_FNUM_MAX_VALUE to the SPMD.
+    tree = tmp_path / "tfa"
+    h = tree / firmware.FFA_SVC_H
+    h.parent.mkdir(parents=True)
+    h.write_text("#define FFA_FNUM_MIN_VALUE\tU(0x60)\n#define FFA_FNUM_MAX_VALUE\tU(0x8E)\n")
+    monkeypatch.setattr(firmware.source_trees, "fetch", lambda spec, cache, progress=None: tree)
+    assert firmware.tfa_max_fnum(lambda m: None, tmp_path) == 0x8E
+    ident = run.identity(PROBE, "v2.12.1", 1.0, None, 0x8E)
+    assert ident["ffa"]["spmc"]["max_fnum"] == 0x8E and "max_fnum" not in run.SPMC
+    h.write_text("/* no such define */\n")
+    with pytest.raises(ToolError, match="no '#define FFA_FNUM_MAX_VALUE'"):
+        firmware.tfa_max_fnum(lambda m: None, tmp_path)

@@ -22,7 +22,7 @@
 //       FF-A (a real machine's host, targets/qemu_arm64): the identity record
 //       has "abi":"ffa" and "ffa":{page_size, phys_base, host_pages, mbox_pages,
 //       desc_buf_bytes, version, real_el3, reclaim2, spmc:{version, sp_ids[],
-//       reclaim2, donate, one_send_in_flight}} (the model's ProxyProfile; the
+//       reclaim2, donate, one_send_in_flight, max_fnum?}} (the model's ProxyProfile; the
 //       target's state is hidden: ProxyProfile::state_hidden) instead of "profile",
 //       and each op is [kind, value, aux, [x0..x7]].
 #include <sys/stat.h>
@@ -183,6 +183,12 @@ ffa::ProxyProfile read_ffa_profile(const nlohmann::json& r, TargetIdentity* id) 
   p.spmc.reclaim2 = spmc_field("reclaim2").get<bool>();
   p.spmc.donate = spmc_field("donate").get<bool>();
   p.spmc.one_send_in_flight = spmc_field("one_send_in_flight").get<bool>();
+  if (sp.contains("max_fnum")) {  // SPMC:ROUTED (default: all of FF-A's numbers)
+    const uint64_t m = sp.at("max_fnum").get<uint64_t>();
+    if (m < 0x60 || m > 0xff) throw std::runtime_error("field 'ffa.spmc.max_fnum': " + std::to_string(m) +
+                                                        " is not an FF-A function number (0x60-0xff)");
+    p.spmc.max_fnum = static_cast<uint32_t>(m);
+  }
   p.state_hidden = true;
   id->profile = ffa::profile_name(p);
   for (const auto& c : r.at("caps")) id->caps.emplace_back(c.at(0).get<std::string>(), c.at(1).get<uint64_t>());

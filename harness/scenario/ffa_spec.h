@@ -70,6 +70,8 @@ inline constexpr bool is_ffa_fid(uint64_t fid) {
 
 // --- Status codes (DEN0077 v1.2 Table 12.x "Error status codes")
 inline constexpr int32_t kNotSupported = -1;
+// SMCCC: w0 of the answer to a function ID no service implements (SMC_UNK, -1).
+inline constexpr uint32_t kSmcUnk = 0xffffffffu;
 inline constexpr int32_t kInvalidParameters = -2;
 inline constexpr int32_t kNoMemory = -3;
 inline constexpr int32_t kBusy = -4;

@@ -406,6 +406,44 @@ TEST(FfaModel, StockHandlerRejectsReclaim2WithoutChange) {
   }
 }
 
+// R2:EL3-UNK: a proxy with RECLAIM2 in front of an EL3 that does not route
+// it (SPMC:ROUTED, TF-A 2.12.1: SMC_UNK) relays the valid call and changes
+// nothing; the host may get NOT_SUPPORTED or EL3's SMC_UNK, never a success,
+// never another error, and a stage-2 change is caught.
+TEST(FfaModel, Reclaim2ThatEl3DoesNotRouteChangesNothing) {
+  ProxyProfile p = profile(4096, true);
+  p.spmc.reclaim2 = false;
+  p.spmc.max_fnum = 0x8e;
+  Play run(p, scenario(p, kFull, r2("count=1 total_pages=4")));
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  const Expectation e = run.expect_last();
+  ASSERT_FALSE(e.allowed.empty());
+  for (const Allowed& a : e.allowed) EXPECT_EQ(a.state, run.last_state);
+  auto out = [&](uint64_t x0, uint64_t x2, uint64_t state) {
+    Outcome o = Outcome::ok(0);
+    o.regs[0] = x0;
+    o.regs[2] = x2;
+    o.state = state;
+    return o;
+  };
+  EXPECT_EQ(judge(e, out(kFnError, static_cast<uint32_t>(kNotSupported), run.last_state)).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(e, out(~0ull, 0, run.last_state)).kind, VerdictKind::kPass) << "EL3's SMC_UNK, relayed";
+  EXPECT_EQ(judge(e, out(kFnSuccess32, 4, run.last_state)).kind, VerdictKind::kViolation);
+  EXPECT_EQ(judge(e, out(kFnError, static_cast<uint32_t>(kInvalidParameters), run.last_state)).kind,
+            VerdictKind::kViolation);
+  const Verdict changed = judge(e, out(~0ull, 0, run.last_state ^ 1));
+  ASSERT_EQ(changed.kind, VerdictKind::kViolation) << "the share is still EL3's: stage-2 must not change";
+  EXPECT_EQ(changed.violated.at(0), kFfaProxyNoChangeOnError);
+  // An EL3 that routes it but does not implement it answers FFA_ERROR: relayed as it is.
+  p.spmc.max_fnum = 0xff;
+  Play fferr(p, scenario(p, kFull, r2("count=1 total_pages=4")));
+  ASSERT_TRUE(fferr.play(fferr.s.ops.size() - 1));
+  const Expectation e2 = fferr.expect_last();
+  EXPECT_EQ(judge(e2, out(kFnError, static_cast<uint32_t>(kNotSupported), fferr.last_state)).kind,
+            VerdictKind::kPass);
+  EXPECT_EQ(judge(e2, out(~0ull, 0, fferr.last_state)).kind, VerdictKind::kViolation);
+}
+
 TEST(FfaModel, El3ErrorOnReclaimLeavesPagesShared) {
   const ProxyProfile p = profile(4096, false);
   const uint64_t shared = Play(p, scenario(p, kFull, share(0x80010000, 2))).final_state();

@@ -103,6 +103,15 @@ void expect_mem_reclaim2(const World& w, const CallArgs& a, Plan& p) {
   if (!is_success(out)) {
     const RuleId rule = last_broken(p.hits, kFfaProxyNoChangeOnError);
     p.hits.pass(kFfaProxyNoChangeOnError);
+    if (w32(out[0]) == kSmcUnk) {
+      // R2:EL3-UNK: EL3 does not implement RECLAIM2 (SPMC:ROUTED). Nothing
+      // was reclaimed; the host gets NOT_SUPPORTED, or EL3's own SMC_UNK as
+      // pKVM relays EL3's refusals.
+      p.error(rule, kNotSupported, true);
+      const uint64_t unk[kCallRegs] = {out[0]};
+      p.exact(rule, unk, kX0, true);
+      return;
+    }
     p.error(rule, el3_error(out), false);
     return;
   }

@@ -432,7 +432,7 @@ void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) 
 void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
                   Hits& hits) const {
   ans.reset(s);
-  if (!is_ffa_fid(in[0])) {
+  if (!is_ffa_fid(in[0]) || fn_num(in[0]) > cfg_.max_fnum) {  // SPMC:ROUTED
     ans.out[0] = kSmcccNotSupported;
     return;
   }

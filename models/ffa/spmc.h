@@ -74,6 +74,13 @@ struct SpmcConfig {
   // reads its response). Without it these calls and FFA_FEATURES of them are
   // NOT_SUPPORTED (OP-TEE's S-EL1 SPMC has none).
   bool hyp_retrieve = true;
+  // SPMC:ROUTED: the highest FF-A function number (bits [15:0] of the ID) the
+  // EL3 firmware's dispatcher hands to the SPMC. FF-A owns 0x60-0xFF (DEN0077
+  // §13.1); a firmware that routes fewer answers the rest as an SMC nobody
+  // implements: SMC_UNK (SMCCC). TF-A 2.12.1 routes 0x60-0x8E (is_ffa_fid,
+  // include/services/ffa_svc.h FFA_FNUM_MAX_VALUE), so FFA_MEM_RECLAIM2 (0x91)
+  // is SMC_UNK there.
+  uint32_t max_fnum = 0xff;
 };
 
 struct Transaction {

@@ -604,5 +604,36 @@ TEST_F(SpmcTest, NonFfaAndUnknownCalls) {
   EXPECT_EQ(out[0], 0xffffffffu);
 }
 
+// SPMC:ROUTED: a firmware whose dispatcher hands the SPMC only FF-A numbers up
+// to max_fnum (TF-A 2.12.1: 0x8E) answers the rest SMC_UNK and changes
+// nothing, RECLAIM2 (0x91) of a live share included; numbers it routes are
+// answered as before.
+TEST_F(SpmcTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
+  SpmcConfig c;
+  c.ns_base = kBase;
+  c.ns_size = mem.size();
+  c.max_fnum = 0x8e;
+  spmc->reset(c, mem, kBase);
+  call({kFnVersion, kVersion12});
+  call({kFnRxtxMap64, kTx, kRx, 1});
+  const uint64_t h = share({{kBase, 4, 0}});
+  const uint64_t before = digest();
+  constituents({{kBase, 4, 0}});
+  reclaim2(h, 0, 1, 0, 4);
+  EXPECT_EQ(out[0], ~0ull) << "SMC_UNK, not an FF-A answer";
+  EXPECT_EQ(digest(), before);
+  call({kFnMemReclaim, h & 0xffffffff, h >> 32, 0});
+  EXPECT_TRUE(is_success(out)) << "the share is still live, and 0x77 is routed";
+  // The whole of FF-A's range by default: RECLAIM2 is an FF-A answer there.
+  c.max_fnum = 0xff;
+  spmc->reset(c, mem, kBase);
+  call({kFnVersion, kVersion12});
+  call({kFnRxtxMap64, kTx, kRx, 1});
+  const uint64_t h2 = share({{kBase, 4, 0}});
+  constituents({{kBase, 4, 0}});
+  EXPECT_EQ(reclaim2(h2, 0, 1, 0, 4), 4u);
+  EXPECT_TRUE(is_success(out));
+}
+
 }  // namespace
 }  // namespace kconform::ffa

@@ -37,7 +37,7 @@ def cases(ps: int) -> list[tuple[str, str, str, list[str]]]:
     mbox = ps  # KVM_FFA_MBOX_NR_PAGES = 1 host page
     mp = f"rxtx_map tx={TX:#x} rx={RX:#x} pages={hp}"
     one = [mp, f"tx_mem_desc ranges={rng((A, 4 * hp))}", "mem_share"]
-    lend = [mp, f"tx_mem_desc ranges={rng((A, 4 * hp))}", "mem_lend"]
+    lend = [mp, f"tx_mem_desc attrs=UNSPECIFIED ranges={rng((A, 4 * hp))}", "mem_lend"]
     two = [mp, f"tx_mem_desc ranges={rng((A, 4 * hp), (B, 4 * hp))}", "mem_share"]
     r2 = "requires reclaim2"
     out: list[tuple[str, str, str, list[str]]] = []
@@ -187,6 +187,14 @@ def cases(ps: int) -> list[tuple[str, str, str, list[str]]]:
                f"mem_reclaim2 handle=0 count=1 total_pages={4 * hp}",
                "sp_relinquish handle=0",
                f"mem_reclaim2 handle=0 count=1 total_pages={4 * hp}"])
+    add("el3-unk-live-share",
+        "RECLAIM2 of a live share made at v1.1 (an EL3 SPMC that refuses v1.2 descriptors, as TF-A 2.12.1 does, "
+        "still takes it): an EL3 with RECLAIM2 reclaims it; one without it (TF-A answers SMC_UNK, SPMC:ROUTED) "
+        "reclaims nothing, the pages stay shared and the host gets NOT_SUPPORTED or EL3's SMC_UNK; "
+        "FFA_FEATURES agrees [R2:EL3-UNK, R2:UNSHARE, FEATURES:CONSISTENT]",
+        ["version version=V1_1", mp, f"tx_mem_desc layout=V1_1 ranges={rng((A, 4 * hp))}", "mem_share",
+         f"tx_constituents offset=0 ranges={rng((A, 4 * hp))}",
+         f"mem_reclaim2 handle=0 count=1 total_pages={4 * hp}", "features id=MEM_RECLAIM2"])
     add("zero-flag-on-share",
         "Zero-before-reclaim on a share: INVALID_PARAMETERS (EL3's check) [R2:PROFILE flags, SPMC:RECLAIM]",
         one + [f"tx_constituents offset=0 ranges={rng((A, 4 * hp))}",
@@ -307,8 +315,10 @@ def render(ps: int) -> str:
     parts = [hdr]
     for name, why, req, ops in cases(ps):
         reqs = " ".join(x for x in (req.removeprefix("requires ").strip(), f"page_{k}k") if x)
+        # ops start with FFA_VERSION (v1.2, the default), unless they ask for another
+        first = "" if ops and ops[0].startswith("version ") else "version\n"
         parts.append(f"\n# {why}\nkconform-scenario 1\nabi ffa\nname ffa/reclaim2/{name}-{k}k\n"
-                     f"requires {reqs}\nversion\n" + "\n".join(ops) + "\n")
+                     f"requires {reqs}\n{first}" + "\n".join(ops) + "\n")
     return "".join(parts)
 
 

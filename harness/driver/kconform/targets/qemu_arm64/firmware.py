@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shlex
+import re
 import shutil
 import subprocess
 import tempfile
@@ -134,6 +135,25 @@ def _cached(folder: Path, key: str) -> Firmware | None:
     if stamp.get("key") != key or not all((folder / o).is_file() for o in OUTPUTS):
         return None
     return Firmware(folder, key, stamp)
+
+
+FFA_SVC_H = "include/services/ffa_svc.h"
+
+
+def tfa_max_fnum(log: Log = print, cache_dir: str | os.PathLike | None = None) -> int:
+    """SPMC:ROUTED (models/ffa/SPEC.md): the highest FF-A function number BL31 hands to
+    the SPMD, FFA_FNUM_MAX_VALUE of the TF-A tree the firmware is built from (BL31's
+    is_ffa_fid() takes 0x60 to it; any other SMC is SMC_UNK)."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    tree = source_trees.fetch(TFA_TREE, cache, progress=log)
+    try:
+        text = (tree / FFA_SVC_H).read_text(errors="replace")
+    except OSError as e:
+        raise ToolError(f"{tree / FFA_SVC_H}: {e.strerror} (the qemu-arm64 target reads FFA_FNUM_MAX_VALUE there)")
+    m = re.search(r"^#define\s+FFA_FNUM_MAX_VALUE\s+U?\(?\s*(0x[0-9a-fA-F]+|\d+)\s*\)?", text, re.M)
+    if not m:
+        raise ToolError(f"{tree / FFA_SVC_H}: no '#define FFA_FNUM_MAX_VALUE' (the qemu-arm64 target needs it)")
+    return int(m.group(1), 0)
 
 
 def build(log: Log = print, cache_dir: str | os.PathLike | None = None, jobs: int = 2,

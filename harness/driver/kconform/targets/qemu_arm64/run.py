@@ -96,6 +96,12 @@ def flavour_of(page_size: int) -> str:
     return FLAVOURS[page_size]
 
 
+def kernel_caps(kernel: Kernel) -> int:
+    """Capabilities the agent cannot ask the guest for (kconform.caps=): kCapReclaim2
+    (harness/scenario/ffa_abi.h) when a kernel built from a tree handles RECLAIM2."""
+    return 1 if (kernel.stamp.get("tree_facts") or {}).get("handles_reclaim2") else 0
+
+
 def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Path, start_from: int,
                  page_size: int = 4096) -> list[str]:
     size = initrd.stat().st_size
@@ -108,6 +114,8 @@ def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Pa
         cmd[cmd.index("-cpu") + 1] += ",lpa2=off"
     at = cmd.index("-append") + 1
     cmd[at] += f" kconform.port=/dev/hvc0 kconform.from={start_from}"
+    if kernel_caps(kernel):
+        cmd[at] += f" kconform.caps={kernel_caps(kernel)}"
     return cmd + ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={frames}",
                   "-device", "virtconsole,chardev=kcframes"]
 
@@ -220,23 +228,25 @@ def built_kernel(tree: str, patch: str | None, page_size: int, log: Log) -> Kern
     return k
 
 
-def identity(probe: dict, tfa_version: str, seconds: float, kernel: Kernel | None = None) -> dict:
+def identity(probe: dict, tfa_version: str, seconds: float, kernel: Kernel | None = None,
+             max_fnum: int | None = None) -> dict:
     """The run's identity for the replay. kernel: a kernel built with --build (its tree's
     facts decide whether the proxy handles RECLAIM2; a patch names the release), or None
-    for Debian's."""
+    for Debian's. max_fnum: SPMC:ROUTED, the highest FF-A function number BL31 hands to
+    the SPMD (firmware.tfa_max_fnum(); None: all of FF-A's)."""
     ps = int(probe["page_size"])
     if ps not in DESC_BUF:
         raise ToolError(f"target {TARGET}: the guest's PAGE_SIZE {ps} is not one this target knows (4K, 16K)")
     caps_bits = {4096: 1 << 1, 16384: 1 << 2, 65536: 1 << 3}[ps]
-    facts = (kernel.stamp.get("tree_facts") or {}) if kernel is not None else {}
-    reclaim2 = int(bool(facts.get("handles_reclaim2")))
+    reclaim2 = kernel_caps(kernel) if kernel is not None else 0
     caps_bits |= reclaim2      # kCapReclaim2 (harness/scenario/ffa_abi.h)
     patch = (kernel.stamp.get("patch") or "") if kernel is not None else ""
     built = f"+{Path(patch).stem}" if patch else ""
     release = f"{probe['release']}{built}+tf-a-{tfa_version.lstrip('v')}"
     ffa = {"page_size": ps, "phys_base": probe["phys_base"], "host_pages": probe["host_pages"],
            "mbox_pages": MBOX_PAGES, "desc_buf_bytes": desc_buf_bytes(ps), "version": FFA_VERSION_12,
-           "real_el3": 1, "reclaim2": reclaim2, "spmc": SPMC}
+           "real_el3": 1, "reclaim2": reclaim2,
+           "spmc": SPMC | ({"max_fnum": max_fnum} if max_fnum is not None else {})}
     caps = [["page_size", ps], ["reclaim2", reclaim2], ["host_pages", probe["host_pages"]],
             ["phys_base", probe["phys_base"]], ["buf_pa", probe["buf_pa"]], ["real_el3", 1]]
     return {"type": "identity", "abi": "ffa", "target": TARGET, "release": release, "ffa": ffa,
@@ -325,7 +335,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     if int(state["probe"]["page_size"]) != page_size:
         raise ToolError(f"target {TARGET}: the {flavour} kernel reports PAGE_SIZE {state['probe']['page_size']}, "
                         f"not the {page_size} asked for")
-    ident = identity(state["probe"], fw.tfa_version, agent_seconds, built)
+    ident = identity(state["probe"], fw.tfa_version, agent_seconds, built, firmware.tfa_max_fnum(log))
     obs_path = work / "observations.jsonl"
     with naming(obs_path), open(obs_path, "x") as f:
         f.write(json.dumps(ident) + "\n")
