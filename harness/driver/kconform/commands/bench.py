@@ -183,27 +183,39 @@ def _qemu_rows(reps: int, log) -> list[dict]:
     return rows
 
 
-def _qemu_arm64_rows(reps: int, log, page_sizes: tuple[int, ...] = (4096, 16384)) -> list[dict]:
+RECLAIM2_PATCH = REPO / "targets" / "el2" / "reclaim2" / "reclaim2-reference.patch"
+
+
+def _qemu_arm64_rows(reps: int, log, page_sizes: tuple[int, ...] = (4096, 16384), built: bool = True) -> list[dict]:
     """Per page size: `run --target qemu-arm64` on corpora/ffa/smoke.kcs (one boot each);
     medians of boot to the first observed op (QEMU start, TF-A, the kernel in pKVM
     protected mode, our module loaded, to the first op's outcome reaching the host) and of
-    scenarios per second issued from the host kernel (the agent's clock)."""
-    from kconform.targets.qemu_arm64.run import run_target
+    scenarios per second issued from the host kernel (the agent's clock). built: the same
+    for a 4K kernel built from debian:7.3 with our RECLAIM2 patch (`--build --apply`; the
+    first bench builds it, about 30 min here) on corpora/ffa/reclaim2-4k.kcs."""
+    from kconform.targets.qemu_arm64.run import built_kernel, run_target
     build_preset("default", log=log)
     engine = Engine(runner_binary("default"))
-    files = [str(REPO / "corpora" / "ffa" / "smoke.kcs")]
+    variants = [(f"{ps // 1024}K, Debian 7.3 -arm64{'-16k' if ps == 16384 else ''} + TF-A 2.12.1", ps, None,
+                 "corpora/ffa/smoke.kcs", f"--page-size {ps // 1024}K") for ps in page_sizes]
+    if built:
+        variants.append(("4K, debian:7.3 + RECLAIM2 patch built (targets/qemu_arm64/kernel.config) + TF-A 2.12.1",
+                         4096, lambda: built_kernel("debian:7.3", str(RECLAIM2_PATCH), 4096, log),
+                         "corpora/ffa/reclaim2-4k.kcs",
+                         "--build --apply targets/el2/reclaim2/reclaim2-reference.patch"))
     rows = []
-    for ps in page_sizes:
-        label = f"{ps // 1024}K, Debian 7.3 -arm64{'-16k' if ps == 16384 else ''} + TF-A 2.12.1"
+    for label, ps, make_kernel, corpus, flags in variants:
+        files = [str(REPO / corpus)]
         boots, rates, counts = [], [], set()
         try:
+            kernel = make_kernel() if make_kernel else None
             for _ in range(reps):
                 with tempfile.TemporaryDirectory() as d:
-                    run = run_target(engine, files, Path(d) / "verdicts.jsonl", Path(d), lambda m: None, ps)
+                    run = run_target(engine, files, Path(d) / "verdicts.jsonl", Path(d), lambda m: None, ps, kernel)
                 first, rate = run.summary.get("boot_to_first_op_seconds"), run.summary.get("guest_scenarios_per_second")
                 crashed = [f.rule for f in run.findings if f.rule.startswith("QEMU.")]
                 if first is None or not rate or crashed:
-                    raise ToolError(f"the smoke scenarios did not run cleanly ({crashed or 'no op observed'})")
+                    raise ToolError(f"the {corpus} scenarios did not run cleanly ({crashed or 'no op observed'})")
                 boots.append(first)
                 rates.append(rate)
                 counts.add(run.target.get("timing", "").split("; ")[1] if "; " in run.target.get("timing", "") else "")
@@ -211,8 +223,8 @@ def _qemu_arm64_rows(reps: int, log, page_sizes: tuple[int, ...] = (4096, 16384)
             for what, unit in (("boot to first observed op", "s"), ("scenarios issued from the host", "scenarios/s")):
                 rows.append(_row(f"QEMU arm64 {what}, {label}", None, unit, "", f"unavailable: {str(e)[:200]}"))
             continue
-        how = (f"`./kconform bench --only qemu-arm64`: run --target qemu-arm64 --page-size {ps // 1024}K "
-               f"corpora/ffa/smoke.kcs, qemu-system-aarch64 TCG, 2 vCPUs; {len(boots)} runs "
+        how = (f"`./kconform bench --only qemu-arm64`: run --target qemu-arm64 {flags} "
+               f"{corpus}, qemu-system-aarch64 TCG, 2 vCPUs; {len(boots)} runs "
                f"({'; '.join(sorted(c for c in counts if c))}; range {min(boots):.1f}-{max(boots):.1f} s, "
                f"{min(rates):.0f}-{max(rates):.0f} scenarios/s)")
         rows.append(_row(f"QEMU arm64 boot to first observed op, {label}", round(statistics.median(boots), 2), "s", how))
