@@ -155,14 +155,17 @@ constexpr RecordField kRangeRecord[] = {{8, 0x80010000, 0x4000, 16}, {4, 1, 1, 7
 static_assert(8 + 4 == kRangeRecordBytes);
 
 // Where the fuzzers start (EngineHints::starters): generic uses of the memory
-// calls, valid at host PAGE_SIZE 4K and 16K (TX and RX one 16K page each at
-// 16K-aligned addresses, regions of 16 4K pages at 64K-aligned addresses, every
-// page index a multiple of 16K). Regions: A = 0x80020000, B = 0x80030000; a
-// ranges record is (address u64, 4K pages u32), little endian.
+// calls, valid at host PAGE_SIZE 4K and 16K. pKVM's mailbox is one host page
+// (FFA.MBOX.MAP_SIZE), so each maps TX/RX of one 4K page, then of one 16K page:
+// the second map is refused at 4K (a pair is mapped), the first at 16K (the
+// size). Regions of 16 4K pages at 64K-aligned addresses, every page index a
+// multiple of 16K. Regions: A = 0x80020000, B = 0x80030000; a ranges record is
+// (address u64, 4K pages u32), little endian.
 constexpr const char* kStarters[] = {
     // Share A, reclaim it (FFA_MEM_SHARE, FFA_MEM_RECLAIM). The first: what an
     // empty fuzz input runs.
     "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
     "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
     "tx_mem_desc ranges=hex:000002800000000010000000\n"
     "mem_share\n"
@@ -170,6 +173,7 @@ constexpr const char* kStarters[] = {
     // Share A, then FFA_MEM_RECLAIM2 of all of it: one constituent descriptor in
     // TX at offset 0 (w4), count 1 (w5), first page index 0 (x6), total pages 16 (w7).
     "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
     "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
     "tx_mem_desc ranges=hex:000002800000000010000000\n"
     "mem_share\n"
@@ -179,6 +183,7 @@ constexpr const char* kStarters[] = {
     // half of B (page index 8 of one descriptor), then A and the first half of B
     // (two descriptors at TX offset 32, zero before reclaim: allowed on a lend).
     "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
     "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
     "tx_mem_desc attrs=UNSPECIFIED ranges=hex:000002800000000010000000000003800000000010000000\n"
     "mem_lend\n"
