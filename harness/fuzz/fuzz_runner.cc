@@ -352,8 +352,8 @@ int FuzzRunner::run(const uint8_t* data, size_t size) {
   if (size < 4) {
     // Too short to hold the magic: an engine's first input from an empty corpus
     // (libFuzzer runs "\n", AFL++ needs a file). It runs the mutator's own starting
-    // point (starter(): the ABI table's first op, ffa "version", gmem "create_vm"),
-    // which the mutator also falls back to for an input that does not decode.
+    // point (starter(): the first of the ABI table's EngineHints::starters; the
+    // mutator falls back to one of them for an input that does not decode).
     // Otherwise it reaches no code and libFuzzer gives up at once ("no interesting
     // inputs were found"): a campaign could not start from nothing. Longer bytes
     // that do not decode are refused.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
@@ -30,6 +32,20 @@ T pick(Rng& rng, T lo, T hi) {  // inclusive
 }
 
 bool chance(Rng& rng, unsigned percent) { return pick<unsigned>(rng, 0, 99) < percent; }
+
+// How often each kind of mutation is chosen (Mutation order): a splice adds
+// several ops at once, so it comes half as often as the others.
+constexpr unsigned kWeight[] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2};
+static_assert(std::size(kWeight) == static_cast<size_t>(Mutation::kCount));
+
+Mutation pick_mutation(Rng& rng) {
+  unsigned total = 0;
+  for (unsigned w : kWeight) total += w;
+  unsigned r = pick<unsigned>(rng, 0, total - 1);
+  unsigned m = 0;
+  while (r >= kWeight[m]) r -= kWeight[m++];
+  return static_cast<Mutation>(m);
+}
 
 // How many resources of each kind ops [0, end) produce.
 std::vector<uint64_t> produced_before(const Scenario& s, size_t end) {
@@ -190,19 +206,79 @@ void repair(Scenario& s, const Limits& lim) {
   s.blobs = std::move(blobs);
 }
 
+std::span<const Scenario> starters(Abi abi) {
+  static const std::vector<std::pair<Abi, std::vector<Scenario>>> kStarters = [] {
+    std::vector<std::pair<Abi, std::vector<Scenario>>> v;
+    for (const AbiSpec* a : all_abis()) {
+      std::vector<Scenario> parsed;
+      for (const char* ops : a->engine.starters) {
+        std::string err;
+        std::vector<Scenario> out;
+        const std::string text = std::string("kconform-scenario 1\nabi ") + a->name + "\nname fuzz\n" + ops;
+        // One that does not parse is left out (MutatorTest.EveryStarterParsesAndIsValid fails).
+        if (parse_text(text, "<starter>", &out, &err) && out.size() == 1) parsed.push_back(std::move(out.front()));
+      }
+      v.emplace_back(a->abi, std::move(parsed));
+    }
+    return v;
+  }();
+  for (const auto& [id, list] : kStarters)
+    if (id == abi) return list;
+  return {};
+}
+
 Scenario starter(Abi abi) {
-  std::string err;
-  std::vector<Scenario> out;
-  const AbiSpec& spec = abi_spec(abi);
-  const std::string text =
-      std::string("kconform-scenario 1\nabi ") + spec.name + "\nname fuzz\n" + spec.engine.starter;
-  parse_text(text, "<starter>", &out, &err);
-  return out.empty() ? Scenario{} : out.front();
+  std::span<const Scenario> all = starters(abi);
+  if (!all.empty()) return all.front();
+  Scenario s;
+  s.abi = abi;
+  return s;
+}
+
+void splice(Scenario& s, const Scenario& block, size_t pos, const Limits& lim) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  if (block.abi != s.abi) return;
+  pos = std::min(pos, s.ops.size());
+  const std::vector<uint64_t> have = produced_before(s, pos);
+  std::vector<uint64_t> made(abi.resources.size(), 0);
+  std::vector<Op> ops;
+  ops.reserve(block.ops.size());
+  for (Op op : block.ops) {
+    if (op.code >= abi.ops.size()) continue;
+    const OpSpec& spec = abi.ops[op.code];
+    for (size_t a = 0; a < spec.args.size(); ++a) {
+      const ArgSpec& arg = spec.args[a];
+      uint64_t& v = op.args[a];
+      if (arg.kind == ArgKind::kSlot) {
+        const int r = arg.resource;
+        // The block's own resource lands after what s made before pos; any other
+        // names the last one s made before pos (none: repair() drops the op).
+        v = v < made[r] ? have[r] + v : (have[r] ? have[r] - 1 : 0);
+      } else if (arg.kind == ArgKind::kBytes) {
+        s.blobs.push_back(v < block.blobs.size() ? block.blobs[v] : std::vector<uint8_t>{});
+        v = s.blobs.size() - 1;  // repair() orders them
+      }
+    }
+    op.thread = 0;
+    if (spec.produces >= 0) ++made[spec.produces];
+    ops.push_back(op);
+  }
+  // The ops after pos keep naming the resources they named.
+  for (size_t i = pos; i < s.ops.size(); ++i) {
+    Op& op = s.ops[i];
+    if (op.code >= abi.ops.size()) continue;
+    const OpSpec& spec = abi.ops[op.code];
+    for (size_t a = 0; a < spec.args.size(); ++a)
+      if (spec.args[a].kind == ArgKind::kSlot && op.args[a] >= have[spec.args[a].resource])
+        op.args[a] += made[spec.args[a].resource];
+  }
+  s.ops.insert(s.ops.begin() + static_cast<std::ptrdiff_t>(pos), ops.begin(), ops.end());
+  repair(s, lim);
 }
 
 Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& bytes) {
   const AbiSpec& abi = abi_spec(s.abi);
-  Mutation m = static_cast<Mutation>(pick<unsigned>(rng, 0, static_cast<unsigned>(Mutation::kCount) - 1));
+  Mutation m = pick_mutation(rng);
   if (s.ops.empty()) m = Mutation::kInsertOp;
   switch (m) {
     case Mutation::kInsertOp: {
@@ -294,6 +370,35 @@ Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& byt
       }
       break;
     }
+    case Mutation::kSpliceStarter: {
+      std::span<const Scenario> all = starters(s.abi);
+      if (all.empty()) break;
+      const Scenario& from = all[pick<size_t>(rng, 0, all.size() - 1)];
+      if (from.ops.empty()) break;
+      // The whole starter, or its tail from a random op (its set-up left out: the
+      // tail's calls then act on what s set up); the tail names what the ops
+      // before it made as made before the block (splice()).
+      size_t first = chance(rng, 50) ? 0 : pick<size_t>(rng, 0, from.ops.size() - 1);
+      size_t n = std::min(from.ops.size() - first, lim.max_ops);
+      Scenario block;
+      block.abi = from.abi;
+      block.blobs = from.blobs;
+      block.ops.assign(from.ops.begin() + static_cast<std::ptrdiff_t>(first),
+                       from.ops.begin() + static_cast<std::ptrdiff_t>(first + n));
+      if (first) {
+        const std::vector<uint64_t> skipped = produced_before(from, first);
+        for (Op& op : block.ops) {
+          const OpSpec& spec = abi.ops[op.code];
+          for (size_t a = 0; a < spec.args.size(); ++a)
+            if (spec.args[a].kind == ArgKind::kSlot) {
+              uint64_t& v = op.args[a];
+              v = v >= skipped[spec.args[a].resource] ? v - skipped[spec.args[a].resource] : ~0ull;
+            }
+        }
+      }
+      splice(s, block, pick<size_t>(rng, 0, std::min(s.ops.size(), lim.max_ops - n)), lim);
+      return m;
+    }
     case Mutation::kCount:
       break;
   }
@@ -321,6 +426,13 @@ Scenario cross_over(const Scenario& a, const Scenario& b, Rng& rng, const Limits
 }
 
 namespace {
+// One of the ABI's starters, chosen by rng.
+Scenario any_starter(Abi abi, Rng& rng) {
+  std::span<const Scenario> all = starters(abi);
+  if (all.size() < 2) return starter(abi);
+  return all[pick<size_t>(rng, 0, all.size() - 1)];
+}
+
 size_t emit(const Scenario& s, uint8_t* out, size_t max) {
   std::vector<uint8_t> bytes = encode_binary(s);
   if (bytes.size() > max) return 0;
@@ -334,7 +446,7 @@ size_t custom_mutate(Abi abi, uint8_t* data, size_t size, size_t max_size, unsig
   Rng rng(seed);
   Scenario s;
   std::string err;
-  if (!decode_binary({data, size}, &s, &err) || s.abi != abi) s = starter(abi);
+  if (!decode_binary({data, size}, &s, &err) || s.abi != abi) s = any_starter(abi, rng);
   s.name = "fuzz";
   s.requires_caps = 0;
   repair(s, lim);
@@ -354,8 +466,8 @@ size_t custom_cross_over(Abi abi, const uint8_t* d1, size_t s1, const uint8_t* d
   Rng rng(seed);
   Scenario a, b;
   std::string err;
-  if (!decode_binary({d1, s1}, &a, &err) || a.abi != abi) a = starter(abi);
-  if (!decode_binary({d2, s2}, &b, &err) || b.abi != abi) b = starter(abi);
+  if (!decode_binary({d1, s1}, &a, &err) || a.abi != abi) a = any_starter(abi, rng);
+  if (!decode_binary({d2, s2}, &b, &err) || b.abi != abi) b = any_starter(abi, rng);
   Scenario c = cross_over(a, b, rng, lim);
   c.name = "fuzz";
   c.requires_caps = 0;

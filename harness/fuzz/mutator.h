@@ -30,7 +30,9 @@ Limits limits_for(Abi abi);
 // The kinds of mutation (one is chosen per call), for tests and statistics.
 enum class Mutation : uint8_t {
   kInsertOp, kDeleteOp, kDuplicateOp, kSwapOps, kBoundaryArg, kFlipFlagBit, kSwapSlot,
-  kNudgeArg, kMutateBlob, kCopyArg, kCount
+  kNudgeArg, kMutateBlob, kCopyArg,
+  kSpliceStarter,  // one of the ABI's starters (or its tail) inserted whole (splice())
+  kCount
 };
 
 // Boundary values for an ABI: page sizes and their neighbours, loff_t and
@@ -43,17 +45,29 @@ std::span<const uint64_t> boundary_values(Abi abi);
 // are referenced in order, at most lim.max_ops ops.
 void repair(Scenario& s, const Limits& lim);
 
+// Inserts block's ops at pos (clamped to s's length) and repairs: block's byte
+// strings are copied; a slot argument of block that names a resource block made
+// itself names that one where it lands (after the resources s makes before pos),
+// one naming a resource block does not make names the last one made before pos;
+// the ops of s after pos keep naming the resources they named. Ops past
+// lim.max_ops are dropped from the end.
+void splice(Scenario& s, const Scenario& block, size_t pos, const Limits& lim);
+
 // One mutation of s (valid in, valid out). Returns which was applied.
 Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& bytes = {});
 
 // A child of a and b: a prefix of a's ops followed by a suffix of b's, repaired.
 Scenario cross_over(const Scenario& a, const Scenario& b, Rng& rng, const Limits& lim);
 
-// A small valid scenario to start from when an input does not decode.
+// The ABI's starters (its table's EngineHints::starters), parsed once, in
+// table order, each named "fuzz".
+std::span<const Scenario> starters(Abi abi);
+// The first starter: what an empty fuzz input runs.
 Scenario starter(Abi abi);
 
-// The libFuzzer/AFL++ custom-mutator bodies: decode (or start fresh), mutate,
-// encode; the result fits max_size. Return the new size.
+// The libFuzzer/AFL++ custom-mutator bodies: decode (or start from one of the
+// ABI's starters, chosen by the seed), mutate, encode; the result fits
+// max_size. Deterministic given the input and the seed. Return the new size.
 size_t custom_mutate(Abi abi, uint8_t* data, size_t size, size_t max_size, unsigned seed, const Limits& lim,
                      const ByteMutator& bytes);
 size_t custom_cross_over(Abi abi, const uint8_t* d1, size_t s1, const uint8_t* d2, size_t s2, uint8_t* out,

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 
+#include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
 
 namespace kconform::fuzz {
@@ -53,7 +56,136 @@ TEST_P(MutatorTest, CustomMutatorBodiesAlwaysEmitAValidScenarioThatFits) {
   }
 }
 
+TEST_P(MutatorTest, EveryStarterParsesAndIsValid) {
+  const AbiSpec& abi = abi_spec(GetParam());
+  std::span<const Scenario> all = starters(GetParam());
+  ASSERT_FALSE(abi.engine.starters.empty());
+  ASSERT_EQ(all.size(), abi.engine.starters.size()) << "a starter of the table did not parse";
+  const Limits lim = limits_for(GetParam());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Scenario& s = all[i];
+    std::string err;
+    EXPECT_EQ(s.abi, GetParam()) << i;
+    EXPECT_FALSE(s.ops.empty()) << i;
+    EXPECT_LE(s.ops.size(), lim.max_ops) << i;
+    EXPECT_TRUE(validate(s, &err)) << "starter " << i << ": " << err;
+    Scenario fixed = s;
+    repair(fixed, lim);
+    EXPECT_EQ(fixed, s) << "starter " << i << " is changed by repair(): a slot names nothing made before it";
+    Scenario back;
+    ASSERT_TRUE(decode_binary(encode_binary(s), &back, &err)) << err;
+    EXPECT_EQ(back, s);
+  }
+  EXPECT_EQ(starter(GetParam()), all.front()) << "an empty input runs the first";
+}
+
+TEST_P(MutatorTest, IsDeterministicGivenTheSeed) {
+  // From garbage (a starter chosen by the seed) and from a starter, twice per seed.
+  std::vector<uint8_t> start = encode_binary(starter(GetParam()));
+  start.resize(start.size() + 64);  // room to grow
+  for (unsigned seed = 0; seed < 300; ++seed) {
+    for (bool garbage : {true, false}) {
+      std::vector<uint8_t> a(2048, 0xab), b(2048, 0xab);
+      size_t n = garbage ? 16 : start.size() - 64;
+      if (!garbage) {
+        std::copy(start.begin(), start.end(), a.begin());
+        std::copy(start.begin(), start.end(), b.begin());
+      }
+      size_t na = custom_mutate(GetParam(), a.data(), n, a.size(), seed, limits_for(GetParam()), {});
+      size_t nb = custom_mutate(GetParam(), b.data(), n, b.size(), seed, limits_for(GetParam()), {});
+      ASSERT_EQ(na, nb) << "seed " << seed;
+      ASSERT_TRUE(std::equal(a.begin(), a.begin() + na, b.begin())) << "seed " << seed;
+    }
+  }
+  Rng r1(7), r2(7);
+  Scenario s1 = starter(GetParam()), s2 = s1;
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(mutate(s1, r1, Limits{}), mutate(s2, r2, Limits{})) << i;
+    ASSERT_EQ(s1, s2) << i;
+    if (s1.ops.empty()) s1 = s2 = starter(GetParam());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Abis, MutatorTest, ::testing::Values(Abi::kGmem, Abi::kFfa));
+
+// A RECLAIM2 call that can reclaim: a mem_reclaim2 with count >= 1 whose handle
+// was made by an earlier share, lend or donate, and before it (after that call) a
+// tx_constituents with ranges at the call's offset.
+bool has_reclaim2_with_constituents(const Scenario& s) {
+  const AbiSpec& abi = abi_spec(Abi::kFfa);
+  const uint8_t share = *op_code_by_name(abi, "mem_share"), lend = *op_code_by_name(abi, "mem_lend"),
+                donate = *op_code_by_name(abi, "mem_donate"), cons = *op_code_by_name(abi, "tx_constituents"),
+                r2 = *op_code_by_name(abi, "mem_reclaim2");
+  std::vector<size_t> maker;  // op index that made handle k
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    if (op.code == share || op.code == lend || op.code == donate) maker.push_back(i);
+    if (op.code != r2 || op.args[3] == 0 || op.args[0] >= maker.size()) continue;
+    for (size_t j = maker[op.args[0]] + 1; j < i; ++j)
+      if (s.ops[j].code == cons && s.ops[j].args[0] == op.args[2] && !s.blobs[s.ops[j].args[1]].empty())
+        return true;
+  }
+  return false;
+}
+
+TEST(MutatorFfa, FromGarbageSomeSeedsBuildAReclaim2WithAConstituentsList) {
+  // From an empty corpus every input starts as bytes that do not decode. Over N
+  // seeds, the mutator must produce RECLAIM2 calls that can reclaim (set up
+  // with a share and a constituents list in TX): random insertion of single ops
+  // alone practically never builds that set-up.
+  const unsigned kSeeds = 200;
+  unsigned with = 0;
+  for (unsigned seed = 0; seed < kSeeds; ++seed) {
+    std::vector<uint8_t> buf(4096, 0x5a);
+    size_t n = custom_mutate(Abi::kFfa, buf.data(), 3, buf.size(), seed, limits_for(Abi::kFfa), {});
+    ASSERT_GT(n, 0u);
+    Scenario s;
+    std::string err;
+    ASSERT_TRUE(decode_binary({buf.data(), n}, &s, &err)) << err;
+    if (has_reclaim2_with_constituents(s)) ++with;
+  }
+  EXPECT_GE(with, kSeeds / 10) << with << " of " << kSeeds << " seeds";
+}
+
+TEST(MutatorFfa, SplicingAStarterKeepsTheOtherOpsOnTheirHandles) {
+  const AbiSpec& abi = abi_spec(Abi::kFfa);
+  const uint8_t reclaim = *op_code_by_name(abi, "mem_reclaim"), r2 = *op_code_by_name(abi, "mem_reclaim2");
+  std::span<const Scenario> all = starters(Abi::kFfa);
+  ASSERT_GE(all.size(), 2u);
+  const Scenario& share_reclaim = all[0];  // share -> handle 0, mem_reclaim handle=0
+  const Scenario& share_reclaim2 = all[1];  // share -> handle 0, mem_reclaim2 handle=0
+  ASSERT_EQ(share_reclaim.ops.back().code, reclaim);
+  ASSERT_EQ(share_reclaim2.ops.back().code, r2);
+  const Limits lim = limits_for(Abi::kFfa);
+  // Before: the block's share makes handle 0, the old share handle 1.
+  Scenario s = share_reclaim;
+  splice(s, share_reclaim2, 0, lim);
+  ASSERT_EQ(s.ops.size(), share_reclaim.ops.size() + share_reclaim2.ops.size());
+  EXPECT_EQ(s.ops[share_reclaim2.ops.size() - 1].code, r2);
+  EXPECT_EQ(s.ops[share_reclaim2.ops.size() - 1].args[0], 0u) << "the block's reclaim2: its own share";
+  EXPECT_EQ(s.ops.back().code, reclaim);
+  EXPECT_EQ(s.ops.back().args[0], 1u) << "the old reclaim: still the old share";
+  std::string err;
+  EXPECT_TRUE(validate(s, &err)) << err;
+  // After: the block's share makes handle 1, and its reclaim2 names it.
+  s = share_reclaim;
+  splice(s, share_reclaim2, s.ops.size(), lim);
+  EXPECT_EQ(s.ops.back().code, r2);
+  EXPECT_EQ(s.ops.back().args[0], 1u);
+  EXPECT_EQ(s.ops[share_reclaim.ops.size() - 1].args[0], 0u);
+  EXPECT_TRUE(has_reclaim2_with_constituents(s));
+  // The byte strings travel with their ops.
+  EXPECT_EQ(s.blobs.size(), share_reclaim.blobs.size() + share_reclaim2.blobs.size());
+  EXPECT_EQ(s.blobs.back(), share_reclaim2.blobs.back());
+  // Past max_ops: the tail of s goes, never the block.
+  Limits small = lim;
+  small.max_ops = share_reclaim2.ops.size() + 1;
+  s = share_reclaim;
+  splice(s, share_reclaim2, 1, small);
+  EXPECT_EQ(s.ops.size(), small.max_ops);
+  EXPECT_EQ(s.ops.back().code, r2);
+}
+
 
 }  // namespace
 }  // namespace kconform::fuzz

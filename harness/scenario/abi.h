@@ -79,8 +79,14 @@ struct EngineHints {
   // plain bytes).
   std::span<const RecordField> record{};
   unsigned max_records = 0;
-  // The ops of a small valid scenario, in text form (one op a line).
-  const char* starter = "";
+  // Small valid scenarios, in text form (one op a line): generic uses of the
+  // ABI, each a complete set-up and call the way the specification describes
+  // them. The mutator starts from one of them (chosen by its seeded rng) when an
+  // input does not decode or is empty, and splices one in whole
+  // (Mutation::kSpliceStarter) so that a call that needs several ops of set-up
+  // is reached from nothing. The first is what an empty fuzz input runs. A
+  // short list: each should reach calls the others do not.
+  std::span<const char* const> starters{};
   // How many ops a fuzz input may have.
   size_t fuzz_max_ops = 32;
 };

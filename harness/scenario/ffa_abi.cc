@@ -154,16 +154,50 @@ constexpr uint64_t kFuzzValues[] = {
 constexpr RecordField kRangeRecord[] = {{8, 0x80010000, 0x4000, 16}, {4, 1, 1, 7}};
 static_assert(8 + 4 == kRangeRecordBytes);
 
+// Where the fuzzers start (EngineHints::starters): generic uses of the memory
+// calls, valid at host PAGE_SIZE 4K and 16K. pKVM's mailbox is one host page
+// (FFA.MBOX.MAP_SIZE), so each maps TX/RX of one 4K page, then of one 16K page:
+// the second map is refused at 4K (a pair is mapped), the first at 16K (the
+// size). Regions of 16 4K pages at 64K-aligned addresses, every page index a
+// multiple of 16K. Regions: A = 0x80020000, B = 0x80030000; a ranges record is
+// (address u64, 4K pages u32), little endian.
+constexpr const char* kStarters[] = {
+    // Share A, reclaim it (FFA_MEM_SHARE, FFA_MEM_RECLAIM). The first: what an
+    // empty fuzz input runs.
+    "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
+    "tx_mem_desc ranges=hex:000002800000000010000000\n"
+    "mem_share\n"
+    "mem_reclaim handle=0\n",
+    // Share A, then FFA_MEM_RECLAIM2 of all of it: one constituent descriptor in
+    // TX at offset 0 (w4), count 1 (w5), first page index 0 (x6), total pages 16 (w7).
+    "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
+    "tx_mem_desc ranges=hex:000002800000000010000000\n"
+    "mem_share\n"
+    "tx_constituents offset=0 ranges=hex:000002800000000010000000\n"
+    "mem_reclaim2 handle=0 count=1 total_pages=16\n",
+    // Lend A and B, then reclaim them in two FFA_MEM_RECLAIM2 calls: the second
+    // half of B (page index 8 of one descriptor), then A and the first half of B
+    // (two descriptors at TX offset 32, zero before reclaim: allowed on a lend).
+    "version\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
+    "tx_mem_desc attrs=UNSPECIFIED ranges=hex:000002800000000010000000000003800000000010000000\n"
+    "mem_lend\n"
+    "tx_constituents offset=0 ranges=hex:000003800000000010000000\n"
+    "mem_reclaim2 handle=0 count=1 page_index=8 total_pages=16\n"
+    "tx_constituents offset=32 ranges=hex:000002800000000010000000000003800000000008000000\n"
+    "mem_reclaim2 handle=0 flags=ZERO offset=32 count=2 total_pages=24\n",
+};
+
 constexpr EngineHints kEngine{
     .values = kFuzzValues,
     .record = kRangeRecord,
     .max_records = 3,
-    // One range record: address 0x80010000, 4 pages.
-    .starter = "version\n"
-               "rxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
-               "tx_mem_desc ranges=hex:000001800000000004000000\n"
-               "mem_share\n"
-               "mem_reclaim handle=0\n",
+    .starters = kStarters,
     .fuzz_max_ops = 48,  // a memory call needs about five ops of set-up
 };
 

@@ -105,13 +105,18 @@ constexpr NamedValue kCaps[] = {{"gmem", 0},       {"mmap", 1},         {"init_s
 constexpr uint64_t kFuzzValues[] = {0xc0000000, 0x100000, 0x7fffffffffffe000, 1021, 1024, 1025, 509, 510,
                                     0x10000, 0x7ffff000};
 
+// Where the fuzzers start (EngineHints::starters).
+constexpr const char* kStarters[] = {
+    "create_vm\n"
+    "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED\n"
+    "fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n",
+};
+
 constexpr EngineHints kEngine{
     .costly_resource = kVm,               // a VM (KVM_CREATE_VM) each
     .refused_bytes_above = kMaxOpBytes,   // E2BIG (gmem_conventions.h)
     .values = kFuzzValues,
-    .starter = "create_vm\n"
-               "create_gmem vm=0 size=0x4000 flags=MMAP|INIT_SHARED\n"
-               "fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\n",
+    .starters = kStarters,
     .fuzz_max_ops = 24,
 };
 

@@ -7,7 +7,8 @@ Start corpora:
   seeds     what `kconform fuzz` seeds with (commands/fuzz.py make_seeds: the directed
             corpora and the Z3 cases of FF-A, the 4K ones, in binary form)
   empty     nothing (the dictionary harness/fuzz/ffa.dict only); libFuzzer's first
-            input, "\n", runs the mutator's starter (one `version` op: FuzzRunner::run)
+            input, "\n", runs the first of the ABI's starters (FuzzRunner::run); the
+            mutator starts inputs that do not decode from any of them (EngineHints::starters)
 
 One reused build folder per page size (build/el2/bench-mutant-fuzz for 4K,
 bench-mutant-fuzz-16k for 16K: only the tree changes, so only ffa.c and what names
