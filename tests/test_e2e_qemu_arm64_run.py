@@ -48,17 +48,18 @@ def test_smoke_at_16k_boots_debians_arm64_16k_kernel(tmp_path):
     assert code == 0 and doc["new_findings"] == 0
 
 
-@nightly("builds an arm64 7.3 kernel with the RECLAIM2 patch (about 30 min on 2 cores; cached after)")
-def test_reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path):
+@nightly("builds an arm64 7.3 kernel with the RECLAIM2 patch (about 20-30 min on 2 cores per page size; cached after)")
+@pytest.mark.parametrize("k", [4, 16])
+def test_reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path, k):
     # run --target qemu-arm64 --build --apply: our patch at real EL2, TF-A 2.12.1 behind it.
     # TF-A routes FF-A numbers up to 0x8E only, so RECLAIM2 (0x91) is SMC_UNK at EL3 (SPMC:ROUTED);
     # the proxy relays the valid calls and passes SMC_UNK back with nothing changed (R2:EL3-UNK).
     code, doc = run_report(tmp_path, "--target", "qemu-arm64", "--build", "--arch", "arm64",
-                           "--apply", "targets/el2/reclaim2/reclaim2-reference.patch",
-                           "corpora/ffa/reclaim2-4k.kcs", timeout=3600)
+                           "--apply", "targets/el2/reclaim2/reclaim2-reference.patch", "--page-size", f"{k}K",
+                           f"corpora/ffa/reclaim2-{k}k.kcs", timeout=3600)
     (run,) = doc["runs"]
     t = run["target"]
-    assert t["profile"] == "ffa-4k-reclaim2-real-el3-regs-only", t
+    assert t["profile"] == f"ffa-{k}k-reclaim2-real-el3-regs-only", t
     assert t["release"].endswith("+reclaim2-reference+tf-a-2.12.1") and "built from debian:7.3" in t["kernel"]
     # The RECLAIM2 scenarios run (kCapReclaim2 given to the agent), and their RECLAIM2 calls pass.
     assert run["counts"]["pass"] >= 200 and run["counts"]["unsupported"] == 0, run["counts"]
