@@ -9,7 +9,7 @@ agent build (~30 s)."""
 
 import pytest
 
-from conftest import nightly, run_report
+from conftest import is_nightly, run_report
 
 pytestmark = pytest.mark.network  # Debian's arm64 kernel and headers, busybox, TF-A source package
 
@@ -48,9 +48,12 @@ def test_smoke_at_16k_boots_debians_arm64_16k_kernel(tmp_path):
     assert code == 0 and doc["new_findings"] == 0
 
 
-@nightly("builds an arm64 7.3 kernel with the RECLAIM2 patch (about 20-30 min on 2 cores per page size; cached after)")
-@pytest.mark.parametrize("k", [4, 16])
-def test_reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path, k):
+# Nightly only (KCONFORM_NIGHTLY=1): it builds an arm64 7.3 kernel with the RECLAIM2 patch per page
+# size (about 20-30 min each on 2 cores; cached after). CI's slice of the same path is the fake-tree
+# arch build (tests/test_kbuild.py) and the planner/identity/command-line tests
+# (tests/test_qemu_arm64_run.py); without KCONFORM_NIGHTLY the test is not collected, so CI
+# reports no skip for it.
+def reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path, k):
     # run --target qemu-arm64 --build --apply: our patch at real EL2, TF-A 2.12.1 behind it.
     # TF-A routes FF-A numbers up to 0x8E only, so RECLAIM2 (0x91) is SMC_UNK at EL3 (SPMC:ROUTED);
     # the proxy relays the valid calls and passes SMC_UNK back with nothing changed (R2:EL3-UNK).
@@ -67,3 +70,9 @@ def test_reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tf
     # Every finding is TF-A's refusal of a v1.2 send (reviewed); the run is clean.
     assert {f["rule"] for f in run["findings"]} <= {"FFA.PROXY.SHARE_OK", "FFA.PROXY.LEND_AS_SHARE"}
     assert code == 0 and doc["new_findings"] == 0
+
+
+if is_nightly():
+    @pytest.mark.parametrize("k", [4, 16])
+    def test_reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path, k):
+        reclaim2_patch_built_into_an_arm64_kernel_runs_through_real_pkvm_and_tfa(tmp_path, k)

@@ -84,7 +84,6 @@ ARM64 = Arch("arm64", REPO / "targets" / "qemu_arm64" / "kernel.config",
              ("Image", "modules"), "arch/arm64/boot/Image", "aarch64-linux-gnu-",
              ("kernel-build", "qemu-arm64"),
              {4096: "CONFIG_ARM64_4K_PAGES=y", 16384: "CONFIG_ARM64_16K_PAGES=y"})
-ARCHES = {a.name: a for a in (X86_64, ARM64)}
 
 
 def kernel_fragment(arch: Arch = X86_64, page_size: int = 4096) -> bytes:

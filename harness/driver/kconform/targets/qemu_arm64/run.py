@@ -96,10 +96,13 @@ def flavour_of(page_size: int) -> str:
     return FLAVOURS[page_size]
 
 
+CAP_RECLAIM2 = 1 << 0    # kCapReclaim2 (harness/scenario/ffa_abi.h)
+
+
 def kernel_caps(kernel: Kernel) -> int:
-    """Capabilities the agent cannot ask the guest for (kconform.caps=): kCapReclaim2
-    (harness/scenario/ffa_abi.h) when a kernel built from a tree handles RECLAIM2."""
-    return 1 if (kernel.stamp.get("tree_facts") or {}).get("handles_reclaim2") else 0
+    """Capabilities the agent cannot ask the guest for (kconform.caps=): CAP_RECLAIM2
+    when a kernel built from a tree handles RECLAIM2."""
+    return CAP_RECLAIM2 if (kernel.stamp.get("tree_facts") or {}).get("handles_reclaim2") else 0
 
 
 def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Path, start_from: int,
@@ -114,8 +117,8 @@ def qemu_command(fw: firmware.Firmware, kernel: Kernel, initrd: Path, frames: Pa
         cmd[cmd.index("-cpu") + 1] += ",lpa2=off"
     at = cmd.index("-append") + 1
     cmd[at] += f" kconform.port=/dev/hvc0 kconform.from={start_from}"
-    if kernel_caps(kernel):
-        cmd[at] += f" kconform.caps={kernel_caps(kernel)}"
+    if caps := kernel_caps(kernel):
+        cmd[at] += f" kconform.caps={caps}"
     return cmd + ["-device", "virtio-serial-pci", "-chardev", f"file,id=kcframes,path={frames}",
                   "-device", "virtconsole,chardev=kcframes"]
 
@@ -238,8 +241,8 @@ def identity(probe: dict, tfa_version: str, seconds: float, kernel: Kernel | Non
     if ps not in DESC_BUF:
         raise ToolError(f"target {TARGET}: the guest's PAGE_SIZE {ps} is not one this target knows (4K, 16K)")
     caps_bits = {4096: 1 << 1, 16384: 1 << 2, 65536: 1 << 3}[ps]
-    reclaim2 = kernel_caps(kernel) if kernel is not None else 0
-    caps_bits |= reclaim2      # kCapReclaim2 (harness/scenario/ffa_abi.h)
+    caps_bits |= kernel_caps(kernel) if kernel is not None else 0
+    reclaim2 = int(bool(caps_bits & CAP_RECLAIM2))
     patch = (kernel.stamp.get("patch") or "") if kernel is not None else ""
     built = f"+{Path(patch).stem}" if patch else ""
     release = f"{probe['release']}{built}+tf-a-{tfa_version.lstrip('v')}"
