@@ -28,6 +28,7 @@ struct RealEl3Profile {
   bool reclaim2 = false;            // implements FFA_MEM_RECLAIM2
   bool donate = false;              // implements FFA_MEM_DONATE
   bool one_send_in_flight = false;  // a second send while one is in flight is BUSY
+  uint32_t max_fnum = 0xff;         // SPMC:ROUTED: higher FF-A function numbers are SMC_UNK
 };
 
 // One live transaction, for the el2 target's invariants: its constituents

@@ -432,7 +432,11 @@ void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) 
 void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
                   Hits& hits) const {
   ans.reset(s);
-  if (!is_ffa_fid(in[0]) || fn_num(in[0]) > cfg_.max_fnum) {  // SPMC:ROUTED
+  // SPMC:ROUTED. An error armed by HARNESS:EL3 replaces EL3's answer to the
+  // next memory call whether or not the firmware routes it (as the real-EL3
+  // boundaries do, targets/spmc/tfa_el3.cc): it stands for any EL3.
+  const bool armed_error = s.fault == Fault::kError && is_ffa_fid(in[0]) && is_mem_fid(CallArgs::of(in).fid());
+  if (!is_ffa_fid(in[0]) || (fn_num(in[0]) > cfg_.max_fnum && !armed_error)) {
     ans.out[0] = kSmcccNotSupported;
     return;
   }

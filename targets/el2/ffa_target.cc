@@ -154,6 +154,7 @@ El2FfaTarget::El2FfaTarget(std::unique_ptr<RealEl3> el3)
     profile_.spmc.reclaim2 = rp.reclaim2;
     profile_.spmc.donate = rp.donate;
     profile_.spmc.one_send_in_flight = rp.one_send_in_flight;
+    profile_.spmc.max_fnum = rp.max_fnum;
   }
   // EL3 as World::reset configures it: Normal-world memory is all of RAM.
   F::SpmcConfig sc = profile_.spmc;

@@ -26,6 +26,7 @@
 #include <lib/xlat_tables/xlat_tables_v2.h>
 #include <libfdt.h>
 #include <plat/common/platform.h>
+#include <services/ffa_svc.h>
 #include <services/spmc_svc.h>
 #include <services/spmd_svc.h>
 
@@ -375,11 +376,49 @@ int kc_spmc_init(const struct kc_spmc_config *cfg)
 	return ret;
 }
 
+/* Whether BL31 hands an SMC with this x0 to the SPMC at all (SPMC:ROUTED).
+ * bl31/aarch64/runtime_exceptions.S: a fast call with any of bits [23:17] set
+ * is SMC_UNK; the SVE hint bit is masked off; the call goes to the runtime
+ * service registered for its type and owning entity (common/runtime_svc.c:
+ * std_svc for fast calls of OEN_STD_START), and std_svc_smc_handler()
+ * (services/std_svc/std_svc_setup.c) gives the SPMD/SPMC only the IDs
+ * is_ffa_fid() takes (include/services/ffa_svc.h: FFA_FNUM_MIN_VALUE..
+ * FFA_FNUM_MAX_VALUE). Each macro is the tree's own. */
+static uint32_t kc_bl31_smc_fid(uint64_t x0)
+{
+	return (uint32_t)(x0 & ~(uint64_t)(FUNCID_SVE_HINT_MASK << FUNCID_SVE_HINT_SHIFT));
+}
+
+static int kc_bl31_routes_to_spmc(uint64_t x0)
+{
+	const uint32_t fid = kc_bl31_smc_fid(x0);
+
+	if (GET_SMC_TYPE(x0) == SMC_TYPE_FAST &&
+	    (x0 & (FUNCID_FC_RESERVED_MASK << FUNCID_FC_RESERVED_SHIFT)) != 0U)
+		return 0;
+	return GET_SMC_TYPE(fid) == SMC_TYPE_FAST && GET_SMC_OEN(fid) == OEN_STD_START &&
+	       is_ffa_fid(fid);
+}
+
+uint32_t kc_spmc_ffa_fnum_max(void)
+{
+	return FFA_FNUM_MAX_VALUE;
+}
+
 int kc_spmc_smc(int origin, const uint64_t in[KC_SPMC_NREGS], uint64_t out[KC_SPMC_NREGS])
 {
 	bool secure = origin == KC_SPMC_FROM_SP;
 	uint64_t ret;
 
+	if (!kc_bl31_routes_to_spmc(in[0])) {
+		/* smc_unknown / SMC_RET1(handle, SMC_UNK): x0 only; ERET restores
+		 * x1-x7 as the caller left them. */
+		for (int i = 0; i < KC_SPMC_NREGS; i++)
+			out[i] = in[i];
+		out[0] = (uint64_t)(int64_t)SMC_UNK;
+		kc_spmc_counters.unrouted++;
+		return KC_SPMC_OK;
+	}
 	memset(&kc_call_ctx, 0, sizeof(kc_call_ctx));
 	for (int i = 0; i < KC_SPMC_NREGS; i++)
 		write_ctx_reg(get_gpregs_ctx(&kc_call_ctx), CTX_GPREG_X0 + 8 * i, in[i]);
@@ -388,7 +427,7 @@ int kc_spmc_smc(int origin, const uint64_t in[KC_SPMC_NREGS], uint64_t out[KC_SP
 		return KC_SPMC_FATAL;
 	/* As spmd_smc_handler() forwards a normal-world call and the SP's own SMCs
 	 * arrive: only x1-x4 are passed; the handler reads the rest from handle. */
-	ret = spmc_smc_handler((uint32_t)in[0], secure, in[1], in[2], in[3], in[4], NULL,
+	ret = spmc_smc_handler(kc_bl31_smc_fid(in[0]), secure, in[1], in[2], in[3], in[4], NULL,
 			       &kc_call_ctx, secure ? 0U : SMC_FROM_NON_SECURE);
 	kc_fatal_armed = 0;
 	if (ret != (uint64_t)(uintptr_t)&kc_call_ctx)

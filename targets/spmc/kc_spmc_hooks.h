@@ -51,6 +51,8 @@ struct kc_spmc_counters {
 	 * return int, so SMC_RET's pointer is truncated; BL31 ignores the value
 	 * (runtime_exceptions.S: blr x15, then el3_exit), so it is harmless. */
 	uint32_t bad_return;
+	/* SMCs BL31 would not have handed to the SPMC (answered SMC_UNK). */
+	uint32_t unrouted;
 };
 extern struct kc_spmc_counters kc_spmc_counters;
 
@@ -63,6 +65,14 @@ int kc_spmc_init(const struct kc_spmc_config *cfg);
  * what SMC_RETn wrote, the caller's own values in the registers it did not
  * write (ERET restores the saved context). Returns KC_SPMC_OK or KC_SPMC_FATAL. */
 int kc_spmc_smc(int origin, const uint64_t in[KC_SPMC_NREGS], uint64_t out[KC_SPMC_NREGS]);
+/* Before that, BL31's own routing (SPMC:ROUTED): an ID it would not hand to
+ * the SPMC (not a fast standard-service call, reserved bits set, or outside
+ * the tree's is_ffa_fid(): TF-A 2.12.1 takes function numbers 0x60-0x8E) is
+ * answered SMC_UNK in x0, x1-x7 as passed, without entering the SPMC. */
+
+/* The tree's FFA_FNUM_MAX_VALUE: the highest FF-A function number BL31 routes
+ * to the SPMC (the model's SpmcConfig::max_fnum). */
+uint32_t kc_spmc_ffa_fnum_max(void);
 
 /* Ends the call in flight as BL31 ends one that took a synchronous external
  * abort at EL3 (panic: KC_SPMC_FATAL). For the harness's SIGSEGV handler when

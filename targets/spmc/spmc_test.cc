@@ -318,10 +318,32 @@ TEST_F(Spmc, QuirkShareFromAVersion12CallerIsRefused) {
 
 TEST_F(Spmc, QuirkDonateIsNotSupported) {
   // Quirk (allowed: DEN0077, a callee returns NOT_SUPPORTED for a function it
-  // does not implement): no FFA_MEM_DONATE, no FFA_MEM_RECLAIM2.
+  // does not implement): no FFA_MEM_DONATE.
   const uint32_t len = share_desc(ns_tx, 1, 0x8f0000000);
   expect_error(ns(kFnMemDonate64, len, len), kNotSupported);
-  expect_error(ns(kFnMemReclaim2, 0, 0, 0), kNotSupported);
+}
+
+TEST_F(Spmc, Bl31RoutesOnlyWhatItsIsFfaFidTakes) {
+  // SPMC:ROUTED. BL31 hands the SPMC only fast standard-service calls with
+  // bits [23:17] clear whose number is_ffa_fid() takes (TF-A 2.12.1:
+  // 0x60-0x8E); anything else is SMC_UNK in x0, x1-x7 as passed, and never
+  // reaches the SPMC (on QEMU, TF-A answers FFA_MEM_RECLAIM2 this way).
+  EXPECT_EQ(kc_spmc_ffa_fnum_max(), 0x8eu);
+  const uint32_t unrouted = kc_spmc_counters.unrouted;
+  for (const uint64_t fid : {uint64_t{kFnMemReclaim2}, uint64_t{kFnMemReclaim2 & ~(1u << 30)},
+                             uint64_t{0xC400008F}, uint64_t{kFnVersion} | (1u << 17),
+                             uint64_t{kFnVersion & ~(1u << 31)}, uint64_t{0xC5000070}}) {
+    const Regs r = smc(KC_SPMC_FROM_NS, fid, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77);
+    EXPECT_EQ(r.status, KC_SPMC_OK) << std::hex << fid;
+    EXPECT_EQ(r.x[0], ~0ull) << std::hex << fid;
+    for (int i = 1; i < KC_SPMC_NREGS; ++i) EXPECT_EQ(r.x[i], 0x11u * i) << std::hex << fid << " x" << i;
+  }
+  EXPECT_EQ(kc_spmc_counters.unrouted, unrouted + 6);
+  // The highest number it routes still reaches the SPMC, as does a call with
+  // the SVE hint bit (16), which BL31 masks off: FFA_VERSION answers.
+  EXPECT_NE(ns(0x8400008E).x[0], ~0ull);
+  EXPECT_EQ(ns(kFnVersion | (1u << 16), 0x10001).w(0), ns(kFnVersion, 0x10001).w(0));
+  EXPECT_EQ(kc_spmc_counters.unrouted, unrouted + 6);
 }
 
 TEST_F(Spmc, QuirkRetrieveFromTheNormalWorldIsRefused) {

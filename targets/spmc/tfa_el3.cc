@@ -47,6 +47,7 @@ RealEl3Profile TfaEl3::profile() const {
   p.reclaim2 = c.reclaim2;
   p.donate = c.donate;
   p.one_send_in_flight = c.one_send_in_flight;
+  p.max_fnum = c.max_fnum;
   return p;
 }
 

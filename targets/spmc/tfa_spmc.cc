@@ -86,6 +86,7 @@ void TfaSpmc::model_config(F::SpmcConfig* c) {
   c->reclaim2 = false;
   c->donate = false;
   c->one_send_in_flight = false;
+  c->max_fnum = kc_spmc_ffa_fnum_max();  // SPMC:ROUTED: BL31 hands the SPMC only these (kc_spmc_smc)
 }
 
 const char* TfaSpmc::tree_version() { return KC_SPMC_TFA_VERSION; }
