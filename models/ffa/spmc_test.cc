@@ -635,5 +635,27 @@ TEST_F(SpmcTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
   EXPECT_TRUE(is_success(out));
 }
 
+// HARNESS:EL3: an armed error stands for any EL3's answer to the next memory
+// call, so it answers a RECLAIM2 the firmware would not route (as the real-EL3
+// boundaries do, targets/spmc/tfa_el3.cc), and is used up by it.
+TEST_F(SpmcTest, AnArmedErrorAnswersACallTheFirmwareDoesNotRoute) {
+  SpmcConfig c;
+  c.ns_base = kBase;
+  c.ns_size = mem.size();
+  c.max_fnum = 0x8e;
+  spmc->reset(c, mem, kBase);
+  call({kFnVersion, kVersion12});
+  call({kFnRxtxMap64, kTx, kRx, 1});
+  const uint64_t h = share({{kBase, 4, 0}});
+  const uint64_t before = digest();
+  spmc->arm(Fault::kError, static_cast<uint64_t>(static_cast<uint32_t>(kDenied)));
+  constituents({{kBase, 4, 0}});
+  reclaim2(h, 0, 1, 0, 4);
+  EXPECT_EQ(error_code(out), kDenied);
+  EXPECT_EQ(digest(), before);
+  reclaim2(h, 0, 1, 0, 4);
+  EXPECT_EQ(out[0], ~0ull) << "the error was used up: SMC_UNK again";
+}
+
 }  // namespace
 }  // namespace kconform::ffa
