@@ -1,5 +1,7 @@
 """The command line: help, exit codes, and clear errors for bad input."""
 
+import json
+
 from conftest import kconform
 
 
@@ -78,3 +80,18 @@ def test_doctor_prints_one_table():
     assert r.returncode == 0
     for word in ("clang++", "/dev/kvm", "host target", "cached trees"):
         assert word in r.stdout
+
+
+def test_doctor_names_each_built_kernels_architecture_and_page_size(tmp_path):
+    from kconform.commands import doctor
+    img = tmp_path / "kbuild" / "img"
+    for key, st in {"a": {"tree": "debian:7.3", "patch": "/x/reclaim2-reference.patch", "arch": "arm64",
+                          "page_size": 16384},
+                    "b": {"tree": "debian:7.3", "patch": "/x/reclaim2-reference.patch", "arch": "arm64",
+                          "page_size": 4096},
+                    "c": {"tree": "debian:7.3"}}.items():
+        (img / key).mkdir(parents=True)
+        (img / key / "kconform-image.json").write_text(json.dumps(st))
+    assert doctor._built_kernels(tmp_path) == (
+        "3: debian:7.3+reclaim2-reference.patch (arm64, 16K), debian:7.3+reclaim2-reference.patch (arm64, 4K), "
+        "debian:7.3 (x86_64)")

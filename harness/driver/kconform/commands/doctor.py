@@ -73,8 +73,12 @@ def checks() -> list[tuple[str, str, str]]:
 
 
 def _built_kernels(cache) -> str:
-    """What <cache>/kbuild/img holds: tree + patch of each image."""
-    names = [st.get("tree", "?") + (f"+{os.path.basename(st['patch'])}" if st.get("patch") else "")
+    """What <cache>/kbuild/img holds: tree + patch of each image, and its architecture and
+    page size (a 4K and a 16K arm64 build of one patch are two images)."""
+    def where(st: dict) -> str:
+        ps = st.get("page_size")
+        return f" ({st.get('arch', 'x86_64')}" + (f", {ps // 1024}K" if isinstance(ps, int) else "") + ")"
+    names = [st.get("tree", "?") + (f"+{os.path.basename(st['patch'])}" if st.get("patch") else "") + where(st)
              for st in built_images(cache)]
     return f"{len(names)}: " + ", ".join(names) if names else f"none in {cache}/kbuild/img"
 
