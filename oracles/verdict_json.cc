@@ -211,7 +211,8 @@ std::string op_record_reference(const ScenarioRef& ref, size_t op_index, const E
   return r.dump();
 }
 
-void VerdictWriter::unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps) {
+void VerdictWriter::unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps,
+                                const std::string& why) {
   json r = base_record(ref, op_index);
   r["verdict"] = to_string(VerdictKind::kUnsupported);
   const AbiSpec& abi = abi_spec(ref.scenario->abi);
@@ -219,6 +220,7 @@ void VerdictWriter::unsupported(const ScenarioRef& ref, size_t op_index, uint32_
   for (const NamedValue& cap : abi.capabilities)
     if (missing_caps & (1u << cap.value)) missing.push_back(cap.name);
   r["missing"] = missing;
+  if (!why.empty()) r["note"] = why;
   emit(r.dump());
 }
 

@@ -41,7 +41,9 @@ class VerdictWriter {
   void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
           const Outcome& observed, const Verdict& verdict, const ContentCheck* contents = nullptr,
           bool adopted = false, const std::string* call = nullptr);
-  void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps);
+  // An op of a scenario the target cannot run: the capabilities it lacks, by
+  // name ("missing"), and/or why ("note": what else keeps the target from it).
+  void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps, const std::string& why = "");
   void summary(size_t scenarios, size_t ops, size_t violations, double seconds,
                const FaultReport* fault = nullptr);
 

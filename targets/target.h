@@ -47,6 +47,13 @@ class Target {
   }
   // Releases everything the scenario created (fds, VMs, mappings).
   virtual void end() = 0;
+  // Why this target cannot run s at all, beyond the capabilities its identity
+  // lacks (those run_scenarios checks itself); "" when it can. Its ops are then
+  // written `unsupported` with this reason (the record's "note").
+  virtual std::string unsupported(const Scenario& s) const {
+    (void)s;
+    return "";
+  }
 };
 
 }  // namespace kconform

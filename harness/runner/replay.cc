@@ -15,8 +15,16 @@
 //         {"type":"scenario","s":N,"ops":[[kind, value, aux, contents?], ...]}  per scenario run;
 //          contents: the pages re-read after that op, in the text form of
 //          models/common/contents.h (the content oracle judges them here)
+//         {"type":"unsupported","s":N,"missing":BITS}  the recording target found
+//          it lacks capabilities BITS the scenario needs (the identity's cap_bits
+//          must say the same: a disagreement is an error);
+//         {"type":"unsupported","s":N,"why":TEXT}  the recording target cannot run
+//          it for another reason (targets/qemu_arm64: el3_misbehave, sp_* ops, ...);
+//          both are written `unsupported` (the latter with "note": TEXT), as every
+//          target's run writes a scenario that needs capabilities its identity lacks.
 //       A scenario with fewer recorded ops than it has (the guest died in it)
-//       is judged up to its last recorded op; one without a record is left out.
+//       is judged up to its last recorded op; one without a record is left out
+//       (the driver accounts for it: targets/qemu_arm64/run.py, QEMU.NO-RECORD).
 //       A scenario with `repeat N` has its N runs' outcomes one after the
 //       other in "ops"; the runs recorded in full are judged.
 //       FF-A (a real machine's host, targets/qemu_arm64): the identity record
@@ -68,9 +76,14 @@ struct RecordedOp {
 // pointer says which.
 class ReplayTarget : public Target {
  public:
-  ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<RecordedOp>> recorded)
-      : id_(std::move(id)), recorded_(std::move(recorded)) {}
+  ReplayTarget(TargetIdentity id, std::map<const Scenario*, std::vector<RecordedOp>> recorded,
+               std::map<const Scenario*, std::string> why)
+      : id_(std::move(id)), recorded_(std::move(recorded)), why_(std::move(why)) {}
   const TargetIdentity& identity() const override { return id_; }
+  std::string unsupported(const Scenario& s) const override {
+    auto it = why_.find(&s);
+    return it == why_.end() ? "" : it->second;
+  }
   // A scenario with `repeat N` was recorded N times over, one run after the other.
   void begin(const Scenario& s) override {
     current_ = &recorded_.at(&s);
@@ -88,6 +101,7 @@ class ReplayTarget : public Target {
  private:
   TargetIdentity id_;
   std::map<const Scenario*, std::vector<RecordedOp>> recorded_;
+  std::map<const Scenario*, std::string> why_;  // what the recording target said it cannot run
   std::map<const Scenario*, size_t> begun_;
   const std::vector<RecordedOp>* current_ = nullptr;
   size_t base_ = 0;
@@ -288,6 +302,8 @@ int cmd_replay(int argc, char** argv) {
   bool have_identity = false;
   double seconds = 0;  // how long the recording target ran the scenarios
   std::map<size_t, std::vector<RecordedOp>> by_index;
+  std::map<size_t, std::string> why_by_index;            // {"type":"unsupported","why"}
+  std::map<size_t, uint32_t> missing_by_index;           // {"type":"unsupported","missing"}
   std::ifstream obs(a.observations);
   if (!obs) return fail("cannot read " + a.observations + ": " + std::strerror(errno));
   std::string line;
@@ -318,6 +334,17 @@ int cmd_replay(int argc, char** argv) {
         if (ops.size() > all[s].scenario.ops.size() * all[s].scenario.repeat)
           return fail(where + ": more outcomes than scenario " + all[s].scenario.name + " has ops");
         by_index[s] = std::move(ops);
+      } else if (type == "unsupported") {
+        size_t s = r.at("s").get<size_t>();
+        if (s >= all.size())
+          return fail(where + ": field 's': " + std::to_string(s) + " but only " +
+                      std::to_string(all.size()) + " scenarios were given");
+        if (r.contains("missing")) {
+          missing_by_index[s] = r.at("missing").get<uint32_t>();
+        } else {
+          std::string why = r.at("why").get<std::string>();
+          why_by_index[s] = why.empty() ? "the recording target cannot run it" : why;
+        }
       } else {
         return fail(where + ": field 'type': unknown record type '" + type + "'");
       }
@@ -326,13 +353,19 @@ int cmd_replay(int argc, char** argv) {
     }
   }
   if (!have_identity) return fail(a.observations + ": no 'identity' record");
+  for (const auto& [s, bits] : missing_by_index)
+    if (const uint32_t ours = all[s].scenario.requires_caps & ~id.cap_bits; bits != ours)
+      return fail(a.observations + ": scenario " + std::to_string(s) + " (" + all[s].scenario.name +
+                  "): the recording target reports capabilities " + std::to_string(bits) +
+                  " missing, its identity's cap_bits " + std::to_string(id.cap_bits) + " say " +
+                  std::to_string(ours));
 
   // What the guest ran (unsupported ones too: run_scenarios reports them),
   // cut to the ops it recorded.
   std::vector<LoadedScenario> replayed;
   std::vector<size_t> origin;
   for (size_t s = 0; s < all.size(); ++s) {
-    bool unsupported = all[s].scenario.requires_caps & ~id.cap_bits;
+    bool unsupported = (all[s].scenario.requires_caps & ~id.cap_bits) || why_by_index.count(s);
     auto it = by_index.find(s);
     if (!unsupported && it == by_index.end()) continue;
     replayed.push_back(all[s]);
@@ -345,11 +378,13 @@ int cmd_replay(int argc, char** argv) {
     }
   }
   std::map<const Scenario*, std::vector<RecordedOp>> recorded;
+  std::map<const Scenario*, std::string> why;
   for (size_t n = 0; n < replayed.size(); ++n) {
     auto it = by_index.find(origin[n]);
     if (it != by_index.end()) recorded[&replayed[n].scenario] = it->second;
+    if (auto w = why_by_index.find(origin[n]); w != why_by_index.end()) why[&replayed[n].scenario] = w->second;
   }
-  ReplayTarget target(id, std::move(recorded));
+  ReplayTarget target(id, std::move(recorded), std::move(why));
   std::unique_ptr<Model> model = is_ffa ? ffa::make_model(ffa_profile) : gmem::make_model(profile);
 
   std::FILE* out = stdout;

@@ -32,8 +32,8 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
     ++stats.scenarios;
     stats.ops += s.ops.size();
     uint32_t missing = s.requires_caps & ~target.identity().cap_bits;
-    if (missing) {
-      for (size_t i = 0; i < s.ops.size(); ++i) writer.unsupported(ref, i, missing);
+    if (std::string why = target.unsupported(s); missing || !why.empty()) {
+      for (size_t i = 0; i < s.ops.size(); ++i) writer.unsupported(ref, i, missing, why);
       stats.unsupported += s.ops.size();
       continue;
     }

@@ -8,7 +8,12 @@ written from them through `rows` (one row per rule of the run's ABI, then one
 per other rule a finding names, e.g. CRASH.SANITIZER or QEMU.PANIC) and
 `finding_lines` (kind, rule, target, scenario, op, evidence, re-run command):
 a finding that is not baselined makes its row FAIL and its run fail in every
-form. Findings are shown in two sections by class (verdicts.CLASSES):
+form. The scenarios the target could not run (TargetRun.unsupported: a capability
+it lacks, or what the target said keeps it from one) are listed in every form with
+the reason: in the JSON report's "unsupported", as KTAP `ok N <scenario> # SKIP
+unsupported: <reason>` after the rules, as JUnit <skipped message="unsupported:
+<reason>">, and counted in the headline; they never fail a run.
+Findings are shown in two sections by class (verdicts.CLASSES):
 conformance, then robustness (the op ran under a fault the scenario injected,
 e.g. an EL3 that lies: pKVM trusts the SPMD, so these judge hardening, not the
 ABI).
@@ -102,6 +107,19 @@ def finding_dict(f) -> dict:
     return d
 
 
+def unsupported_rows(run) -> list[dict]:
+    """One row per scenario the target could not run: scenario, file, index, reason."""
+    return [dataclasses.asdict(u) for u in run.unsupported.values()]
+
+
+def _unsupported_summary(run) -> dict:
+    """How many scenarios were unsupported, by reason."""
+    out: dict = {}
+    for u in run.unsupported.values():
+        out[u.reason] = out.get(u.reason, 0) + 1
+    return out
+
+
 def finding_title(f) -> str:
     where = f"op {f.op}: {f.call}" if f.op >= 0 else f.call
     return (f"{f.kind} {f.rule} on {f.target} {f.release} in {f.scenario} "
@@ -130,8 +148,9 @@ def headline(run) -> str:
     n = run.summary.get("crashes", 1)
     crashed = (f", {n} crash{'es' if n != 1 else ''} (each ended its scenario)"
                if run.summary.get("crashed") else "")
+    unsupported = f" ({len(run.unsupported)} unsupported)" if run.unsupported else ""
     return (f"{run.name} ({run.release}, {run.target.get('profile', '?')}): "
-            f"{len(run.scenarios)} scenarios, {sum(c.values())} ops: {c['pass']} pass, "
+            f"{len(run.scenarios)} scenarios{unsupported}, {sum(c.values())} ops: {c['pass']} pass, "
             f"{c['violation']} violations, {c['unsupported']} unsupported, "
             f"{c['unchecked']} unchecked, {len(run.findings)} findings{crashed}, {secs:.2f} s")
 
@@ -151,6 +170,11 @@ def print_table(console: Console, run, rules: list[dict], stale: list[dict] | No
         table.add_row(row["id"], str(row["allowed"]), str(row["forbidden"]),
                       str(row["violations"]), row["status"], style=style)
     console.print(table)
+    if run.unsupported:
+        console.print(f"[bold]unsupported scenarios[/bold] ({len(run.unsupported)}; every one in "
+                      f"report.json, report.ktap, report.junit.xml)", highlight=False)
+        for reason, n in _unsupported_summary(run).items():
+            console.print(f"    {n} x {reason}", highlight=False, markup=False)
     for cls, found in by_class(run.findings):
         console.print(f"[bold]{SECTION_TITLES[cls]}[/bold] ({len(found)})", highlight=False)
         for f in found:
@@ -171,6 +195,7 @@ def to_json(runs, rules, stale, exit_code: int) -> str:
         doc["runs"].append({
             "target": run.target, "counts": run.counts, "summary": run.summary,
             "rules": per_rule(run, rules),
+            "unsupported": unsupported_rows(run),
             "findings": [finding_dict(f) for _, fs in by_class(run.findings) for f in fs],
             "classes": {c: sum(f.finding_class == c for f in run.findings) for c in CLASSES}})
     return json.dumps(doc, indent=2)
@@ -184,7 +209,8 @@ def to_ktap(runs, rules, stale: list[dict] | None = None) -> str:
     out = ["KTAP version 1", f"1..{len(runs)}"]
     for n, run in enumerate(runs, 1):
         rs = rows(run, rules)
-        out += ["    KTAP version 1", f"    # Subtest: {run.name} {run.release}", f"    1..{len(rs)}"]
+        us = unsupported_rows(run)
+        out += ["    KTAP version 1", f"    # Subtest: {run.name} {run.release}", f"    1..{len(rs) + len(us)}"]
         for i, row in enumerate(rs, 1):
             if row["status"] in ("FAIL", "baselined"):
                 for cls, found in by_class(row["findings"]):
@@ -201,6 +227,8 @@ def to_ktap(runs, rules, stale: list[dict] | None = None) -> str:
                 out.append(f"    ok {i} {row['id']} # SKIP known finding (baselined)")
             else:
                 out.append(f"    ok {i} {row['id']}")
+        for i, u in enumerate(us, len(rs) + 1):
+            out.append(f"    ok {i} {u['scenario']} # SKIP unsupported: {_ktap_comment(u['reason'])}")
         for cls, found in by_class(run.findings):
             out.append(f"    # {SECTION_TITLES[cls]}: {len(found)}, "
                        f"{sum(not f.baselined_by for f in found)} not baselined")
@@ -216,9 +244,10 @@ def to_junit(runs, rules) -> str:
     out = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
     for run in runs:
         rs = rows(run, rules)
+        us = unsupported_rows(run)
         fails = sum(r["status"] == "FAIL" for r in rs)
-        skips = sum(r["status"] in ("not exercised", "baselined") for r in rs)
-        out.append(f"  <testsuite name={quoteattr(run.name + ' ' + run.release)} tests=\"{len(rs)}\" "
+        skips = sum(r["status"] in ("not exercised", "baselined") for r in rs) + len(us)
+        out.append(f"  <testsuite name={quoteattr(run.name + ' ' + run.release)} tests=\"{len(rs) + len(us)}\" "
                    f"failures=\"{fails}\" skipped=\"{skips}\" time=\"{run.summary.get('seconds', 0):.3f}\">")
         for row in rs:
             out.append(f"    <testcase classname={quoteattr(run.name + ' ' + run.release)} "
@@ -238,6 +267,12 @@ def to_junit(runs, rules) -> str:
                 out.append(f"      <skipped message={quoteattr(row['status'])}/>")
                 if text:
                     out.append(f"      <system-out>{escape(text)}</system-out>")
+            out.append("    </testcase>")
+        for u in us:
+            out.append(f"    <testcase classname={quoteattr(run.name + ' ' + run.release)} "
+                       f"name={quoteattr(u['scenario'])}>")
+            out.append(f"      <skipped message={quoteattr('unsupported: ' + u['reason'])}/>")
+            out.append(f"      <system-out>{escape(u['file'] + ' #' + str(u['index']))}</system-out>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")

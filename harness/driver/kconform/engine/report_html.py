@@ -95,6 +95,7 @@ def to_html(runs, rules: list[dict], stale: list[dict] | None, exit_code: int, t
                     for c, fs in report.by_class(run.findings)]
         views.append({"name": run.name, "release": run.release, "headline": report.headline(run),
                       "anchor": f"r{n}", "rows": report.per_rule(run, rules), "sections": sections,
+                      "unsupported": report.unsupported_rows(run),
                       "coverage": (coverage or {}).get(run.name, [])})
     return env.get_template("report.html.j2").render(
         title=title, runs=views, stale=stale or [], exit_code=exit_code,

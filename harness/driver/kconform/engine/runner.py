@@ -246,5 +246,6 @@ def _merge(run: TargetRun, part: TargetRun) -> TargetRun:
     run.findings.extend(part.findings)
     run.scenarios |= part.scenarios
     run.ran |= part.ran
+    run.unsupported.update(part.unsupported)
     run.summary = part.summary
     return run

@@ -7,14 +7,19 @@ Record types, all with a "type" field (format 1):
             "rules": [[id, "allowed"|"forbidden"], ...], "expected": [...],
             "observed", "violated"?: [id, ...], "class"?: "conformance"|"robustness",
             "note"?, "missing"?: [cap, ...]}
+            (an unsupported op names the capabilities the target lacks in "missing"
+            and/or, in "note", what else keeps the target from the scenario)
   summary  {"scenarios", "ops", "violations", "seconds"}
 verdict is one of pass, violation, unsupported, unchecked.
 
 What failed is one list: TargetRun.findings, one Finding per violated rule at
 an op, plus those added for crashes and hangs of the code under test
-(engine/runner.py: CRASH.*; the run resumes with the next scenario) and of a booted guest (targets/qemu/replay.py: QEMU.*). Every report
-form (engine/report.py), the saved reproducers and the exit status are written
-from it.
+(engine/runner.py: CRASH.*; the run resumes with the next scenario) and of a booted guest (targets/qemu/replay.py: QEMU.*;
+targets/qemu_arm64/run.py also QEMU.NO-RECORD: a scenario given to the guest whose
+outcome never came back). Every report form (engine/report.py), the saved
+reproducers and the exit status are written from it. What was not judged because
+the target cannot run it is TargetRun.unsupported: one entry per scenario with its
+reason, shown in every form too (KTAP `# SKIP`, JUnit <skipped>).
 """
 
 from __future__ import annotations
@@ -40,8 +45,11 @@ FORMAT = 1
 #                  (QEMU.HANG, QEMU.BOOT-TIMEOUT)
 #   guest-panic    a booted guest crashed: panic, oops, early exit, agent error (QEMU.*)
 #   guest-warning  a kernel warning or lockdep report in a booted guest (QEMU.WARNING, QEMU.LOCKDEP)
+#   no-record      a scenario given to a booted guest whose outcome never came back: its
+#                  frames were lost, or the run ended (boots used up, a crash) before it
+#                  (QEMU.NO-RECORD); nothing judged it, so the run cannot pass
 #   (a KASAN/KFENCE/UBSAN report in a booted guest, QEMU.KASAN, is a sanitizer finding)
-KINDS = ("violation", "invariant", "sanitizer", "crash", "hang", "guest-panic", "guest-warning")
+KINDS = ("violation", "invariant", "sanitizer", "crash", "hang", "guest-panic", "guest-warning", "no-record")
 # A finding's class (the op record's "class", oracles/README.md): conformance to the
 # ABI, or robustness against an environment the scenario made misbehave on purpose
 # (an injected EL3 fault). Reports show each class in its own section.
@@ -58,6 +66,8 @@ def finding_kind(rule: str, expected: list[str], note: str) -> str:
         return "crash"
     if rule in ("QEMU.WARNING", "QEMU.LOCKDEP"):
         return "guest-warning"
+    if rule == "QEMU.NO-RECORD":
+        return "no-record"
     if rule.startswith("QEMU."):
         return "guest-panic"
     # A broken invariant's rule is added to the violated ones (harness/runner/step.cc)
@@ -105,6 +115,27 @@ class Finding:
 
 
 @dataclasses.dataclass
+class Unsupported:
+    """A scenario the target could not run, and why: the capabilities it lacks (by
+    name, the records' "missing") and/or what the target said ("note")."""
+    scenario: str
+    file: str
+    index: int
+    reason: str
+
+
+def unsupported_reason(rec: dict) -> str:
+    """The reason of an `unsupported` op record, in words."""
+    missing = rec.get("missing") or []
+    parts = []
+    if missing:
+        parts.append(f"missing capabilit{'y' if len(missing) == 1 else 'ies'}: {', '.join(missing)}")
+    if rec.get("note"):
+        parts.append(rec["note"])
+    return "; ".join(parts) or "the target cannot run it"
+
+
+@dataclasses.dataclass
 class RuleTally:
     allowed: int = 0      # ops on the rule's allowed side that passed
     forbidden: int = 0    # ops on its forbidden side that passed
@@ -124,6 +155,9 @@ class TargetRun:
     # Names of the scenarios that ran on this target: at least one op not
     # `unsupported` (what a baseline entry's scenario pattern is matched against).
     ran: set = dataclasses.field(default_factory=set)
+    # The scenarios the target could not run, (file, index) -> Unsupported, in
+    # stream order: every report form lists each with its reason.
+    unsupported: dict = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -179,6 +213,9 @@ class Collector:
         run.scenarios.add((rec["file"], rec["index"]))
         if verdict != "unsupported":
             run.ran.add(rec.get("scenario", ""))
+        elif (rec["file"], rec["index"]) not in run.unsupported:
+            run.unsupported[(rec["file"], rec["index"])] = Unsupported(
+                rec.get("scenario", ""), rec["file"], rec["index"], unsupported_reason(rec))
         if verdict == "pass":
             for rule, side in rec.get("rules", []):
                 t = run.rules[rule]

@@ -11,6 +11,12 @@ pKVM's FF-A state is the one the model starts from (the agent's "stop" frames): 
 driver then boots again from the scenario named, as it does after a crash. A kernel
 panic, oops (pKVM's hyp panic and BUG included), WARNING or a hang is a QEMU.* finding
 at the scenario in flight, with the console log.
+
+Every scenario given is accounted for in the verdicts: one the agent reports it cannot
+run ("caps": capabilities the kernel lacks; "skip": what this target cannot do) is
+written `unsupported` with the reason by the replay, as every target's run writes one;
+one for which no frame ever came back (frames lost, the boots used up, a crash with no
+scenario in flight that ended the run) is a QEMU.NO-RECORD finding (no_record()).
 """
 
 from __future__ import annotations
@@ -277,7 +283,8 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     initrd = build_initrd(kernel, ko, agent, pack, log)
 
     obs: dict[int, list] = {}
-    skipped: dict[int, str] = {}
+    skipped: dict[int, str] = {}          # s -> the agent's why ("skip")
+    missing: dict[int, int] = {}          # s -> capability bits the kernel lacks ("caps")
     state: dict = {"probe": None, "ops": 0}
     agent_seconds = 0.0
     agent_scenarios = agent_ops = 0
@@ -299,16 +306,21 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
             state["ops"] += 1
             if state["ops"] % 200 == 0:
                 print(f"kconform: {TARGET}: {state['ops']} ops received", file=sys.stderr, flush=True)
+        elif t == "caps":
+            missing[rec["s"]] = int(rec["missing"])
         elif t == "skip":
             skipped[rec["s"]] = rec["why"]
         elif t == "bad":
             raise ToolError(f"target {TARGET}: the agent could not decode scenario {rec['s']}: {rec['error']}")
 
     start_from = 0
+    ended: tuple[int, str] | None = None   # (first scenario not run, why the run ended before it)
     t0 = time.monotonic()
     while start_from < total:
         if len(boots) >= MAX_BOOTS:
             log(f"kconform: {TARGET}: {MAX_BOOTS} boots used; scenarios {start_from}..{total - 1} not run")
+            ended = (start_from, f"not run: the run's {MAX_BOOTS} boots (run.py MAX_BOOTS) were used up "
+                                 f"before it")
             break
         log(f"kconform: {TARGET}: boot {len(boots) + 1}, scenarios {start_from}..{total - 1}")
         b = boot_once(fw, kernel, initrd, work, start_from, log, on_record, page_size)
@@ -325,6 +337,8 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
             kind, detail, s, op = b.crash
             log(f"kconform: {TARGET}: guest {kind}: {detail} (scenario in flight: {s}, op {op}); console: {b.console}")
             if s is None or state["probe"] is None:
+                ended = (start_from, f"not run: the run stopped after a guest {kind} with no scenario in "
+                                     f"flight ({detail}; console: {b.console})")
                 break
             start_from = s + 1
         elif b.stop:
@@ -344,9 +358,18 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
         f.write(json.dumps(ident) + "\n")
         for s in sorted(obs):
             f.write(json.dumps({"type": "scenario", "s": s, "ops": obs[s]}) + "\n")
+        # What the agent could not run: the replay writes each `unsupported`, with the
+        # capabilities missing by name or the agent's reason.
+        for s in sorted(missing):
+            f.write(json.dumps({"type": "unsupported", "s": s, "missing": missing[s]}) + "\n")
+        for s in sorted(skipped):
+            f.write(json.dumps({"type": "unsupported", "s": s, "why": skipped[s]}) + "\n")
     (work / "skipped.json").write_text(json.dumps({str(k): v for k, v in sorted(skipped.items())}, indent=1) + "\n")
     (work / "stops.json").write_text(json.dumps(stops, indent=1) + "\n")
     run = engine.replay(obs_path, files, raw_out, TARGET)
+    in_flight = {c[0][2] for c in crashes if c[0][2] is not None}   # each a QEMU.<crash> finding
+    lost = no_record(total, {s for s in obs if obs[s]} | in_flight | set(missing) | set(skipped), set(obs),
+                     ended, sum(b.garbled for b in boots), sum(b.gaps for b in boots))
     first = boots[0].first_op - boots[0].started if boots[0].first_op else None
     rate = agent_scenarios / agent_seconds if agent_seconds else None
     wall = time.monotonic() - t0
@@ -356,7 +379,8 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
              f"; {len(boots)} boot(s) ({sum(1 for x in stops if x.get('reason') == 'fresh')} for a scenario that needs " \
              f"a fresh FF-A version, {sum(1 for x in stops if x.get('reason') == 'taint')} after a cleanup that failed, " \
              f"{len(crashes)} after a crash), wall {wall:.1f} s; " \
-             f"{len(skipped)} scenario(s) not runnable here (skipped.json); frames lost: " \
+             f"{len(skipped)} scenario(s) not runnable here and {len(missing)} needing capabilities the kernel " \
+             f"lacks (unsupported), {len(lost)} with no record (QEMU.NO-RECORD); frames lost: " \
              f"{sum(b.garbled for b in boots)} garbled, {sum(b.gaps for b in boots)} gaps"
     run.target["kernel"] = str(kernel.image) + (f" (built from {built.source})" if built is not None else "")
     run.target["firmware"] = str(fw.folder)
@@ -364,6 +388,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     run.summary["boot_to_first_op_seconds"] = first
     run.summary["guest_scenarios_per_second"] = rate
     run.summary["not_runnable"] = len(skipped)
+    run.summary["no_record"] = len(lost)
     log(f"kconform: {TARGET}: {timing}")
 
     where = scenario_locations(engine, files)
@@ -378,4 +403,45 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
             expected=["the host runs the scenario to its end"], observed=detail,
             note=f"console log: {console}"))
     run.findings += console_findings(warnings, where, run.name, run.release, str(work))
+    run.findings += no_record_findings(lost, where, run, work)
     return run
+
+
+def no_record(total: int, accounted: set, begun: set, ended: tuple[int, str] | None, garbled: int,
+              gaps: int) -> dict[int, str]:
+    """Scenario position -> why nothing judged it, for each of 0..total-1 not accounted
+    for: no op frame of it arrived (begun: those whose begin frame did), the agent did not
+    report it cannot run it (caps/skip frames), and no crash was in flight in it.
+
+    A scenario the run never reached because its boots were used up (MAX_BOOTS) or a
+    crash with no scenario in flight ended it is a finding too, not `unsupported`:
+    unsupported says this target cannot run the scenario, and it can; a kernel developer
+    reading exit 0 expects every scenario to have been judged, so a run that left some
+    unjudged must fail (exit 1) and name each one and why."""
+    out = {}
+    for s in range(total):
+        if s in accounted:
+            continue
+        lost = f"frames lost in this run: {garbled} garbled, {gaps} gaps"
+        if s in begun:
+            out[s] = f"its begin frame came back from the guest, no op frame did ({lost})"
+        elif ended is not None and s >= ended[0]:
+            out[s] = ended[1]
+        else:
+            out[s] = f"no frame for it came back from the guest (no begin, op, caps or skip frame; {lost})"
+    return out
+
+
+def no_record_findings(lost: dict[int, str], where: list, run: TargetRun, work: Path) -> list[Finding]:
+    """A QEMU.NO-RECORD finding for each scenario nothing judged (no_record())."""
+    out = []
+    for s, why in sorted(lost.items()):
+        file, index, name = where[s]
+        run.scenarios.add((file, index))
+        out.append(Finding(
+            rule="QEMU.NO-RECORD", target=run.name, release=run.release, scenario=name, file=file,
+            index=index, op=-1, call="the whole scenario",
+            expected=["the guest reports the scenario's outcome (begin/op frames) or why it cannot run it "
+                      "(caps/skip frames)"],
+            observed=why, note=f"frames and console logs in {work}"))
+    return out
