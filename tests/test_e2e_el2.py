@@ -15,8 +15,15 @@ def run_json(tmp_path, *extra):
     return run_report(tmp_path, "--target", "el2", *extra, timeout=1800)
 
 
-def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
-    code, doc = run_json(tmp_path)
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    """`run --target el2` on stock 7.3 (4K and 16K, the whole corpus), once for the tests
+    that read it: (exit code, JSON report)."""
+    return run_json(tmp_path_factory.mktemp("plain"))
+
+
+def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(plain_run):
+    code, doc = plain_run
     releases = sorted(run["target"]["release"] for run in doc["runs"])
     assert releases == ["debian-7.3.4-16k", "debian-7.3.4-4k"]
     for run in doc["runs"]:
@@ -28,11 +35,12 @@ def test_stock_73_runs_at_4k_and_16k_and_every_finding_is_reviewed(tmp_path):
     assert code == 0
 
 
-def test_asan_runs_every_op_of_the_plain_run(tmp_path):
+def test_asan_runs_every_op_of_the_plain_run(plain_run, tmp_path):
     """Issue 13: under --asan (ASan and the kernel's own arm64 UBSan checks on ffa.c) a
     sanitizer report ends only its scenario, so the whole corpus runs: as many ops, with
-    the same verdicts, as the plain build, and every finding reviewed."""
-    _, plain = run_json(tmp_path / "plain")
+    the same verdicts, as the plain build (the same run as the test above), and every
+    finding reviewed."""
+    _, plain = plain_run
     _, asan = run_json(tmp_path / "asan", "--asan")
     counts = {r["target"]["release"]: r["counts"] for r in plain["runs"]}
     assert sorted(counts) == ["debian-7.3.4-16k", "debian-7.3.4-4k"]

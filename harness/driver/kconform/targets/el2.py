@@ -11,6 +11,13 @@ definition (CMAKE_C_FLAGS): when that content changes, the command line of every
 object changes and ninja recompiles them. The configure step (which reads the tree's
 facts, e.g. whether ffa.c handles RECLAIM2) runs on every build. The content is hashed
 again after the build; if it changed meanwhile, the build runs again.
+
+Every build folder (one per tree, per sanitizer, per coverage) compiles the same engine
+(runner, oracle, models: nine tenths of its objects); only the C from the tree and the
+EL2 target's glue differ. With ccache installed (ci/packages.txt, group ccache) the
+compilers run under it (compiler_launcher()), so a second tree's build compiles only
+what differs. ccache keys on the preprocessed content and the command line, never on
+mtimes: a file restored with an older mtime is still a miss.
 """
 
 from __future__ import annotations
@@ -67,6 +74,23 @@ def resolve_tree(spec: str, patch: str | None = None, log=print) -> tuple[Path, 
     return path, tree_id
 
 
+def compiler_launcher() -> dict[str, str]:
+    """CMake's compiler launchers for ccache, if installed: its cache in kconform's
+    (cache_dir()/ccache), paths under the repository hashed relative to it and the
+    build folder left out of the hash (CCACHE_BASEDIR, CCACHE_NOHASHDIR), so the
+    objects of build/el2/A serve build/el2/B: every build folder sits at the same
+    depth, so their relative paths are the same. Without ccache, empty launchers (a
+    folder configured while it was installed builds plainly once it is gone)."""
+    ccache = shutil.which("ccache")
+    if not ccache:
+        return {"CMAKE_C_COMPILER_LAUNCHER": "", "CMAKE_CXX_COMPILER_LAUNCHER": ""}
+    from kconform.core.paths import cache_dir
+    env = shutil.which("env") or "/usr/bin/env"
+    launcher = ";".join([env, f"CCACHE_DIR={cache_dir() / 'ccache'}", f"CCACHE_BASEDIR={REPO}",
+                         "CCACHE_NOHASHDIR=true", ccache])
+    return {"CMAKE_C_COMPILER_LAUNCHER": launcher, "CMAKE_CXX_COMPILER_LAUNCHER": launcher}
+
+
 def tree_content(tree: Path) -> str:
     """SHA-256 of the names and contents of the tree files the EL2 build reads."""
     return patches.content_key(Path(tree), list(NEEDED_PATHS))
@@ -103,7 +127,7 @@ def build(tree: Path, tree_id: str, page_sizes: list[int], sanitize: bool = Fals
                             "CMAKE_EXE_LINKER_FLAGS": "-fprofile-instr-generate" if coverage else "",
                             "KCONFORM_SANITIZE": "ON" if sanitize else "OFF",
                             "KCONFORM_PAGE_SIZE": sizes, "KCONFORM_EL2_REQUIRED": "ON",
-                            "KCONFORM_TESTS": "OFF"},
+                            "KCONFORM_TESTS": "OFF", **compiler_launcher()},
                         targets=[runner_name(p) for p in page_sizes], tree=tree, tree_required=True,
                         spmc_tree=spmc_tree, spmc_tree_required=spmc_tree is not None,
                         jobs=jobs, what=f"the EL2 handler of {tree}",
