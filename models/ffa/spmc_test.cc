@@ -604,18 +604,27 @@ TEST_F(SpmcTest, NonFfaAndUnknownCalls) {
   EXPECT_EQ(out[0], 0xffffffffu);
 }
 
+// A firmware whose dispatcher routes FF-A numbers up to max_fnum (SPMC:ROUTED),
+// v1.2 negotiated and the mailboxes mapped.
+class SpmcRoutingTest : public SpmcTest {
+ protected:
+  void reset_routing(uint32_t max_fnum) {
+    SpmcConfig c;
+    c.ns_base = kBase;
+    c.ns_size = mem.size();
+    c.max_fnum = max_fnum;
+    spmc->reset(c, mem, kBase);
+    call({kFnVersion, kVersion12});
+    call({kFnRxtxMap64, kTx, kRx, 1});
+  }
+};
+
 // SPMC:ROUTED: a firmware whose dispatcher hands the SPMC only FF-A numbers up
 // to max_fnum (TF-A 2.12.1: 0x8E) answers the rest SMC_UNK and changes
 // nothing, RECLAIM2 (0x91) of a live share included; numbers it routes are
 // answered as before.
-TEST_F(SpmcTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
-  SpmcConfig c;
-  c.ns_base = kBase;
-  c.ns_size = mem.size();
-  c.max_fnum = 0x8e;
-  spmc->reset(c, mem, kBase);
-  call({kFnVersion, kVersion12});
-  call({kFnRxtxMap64, kTx, kRx, 1});
+TEST_F(SpmcRoutingTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
+  reset_routing(0x8e);
   const uint64_t h = share({{kBase, 4, 0}});
   const uint64_t before = digest();
   constituents({{kBase, 4, 0}});
@@ -625,10 +634,7 @@ TEST_F(SpmcTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
   call({kFnMemReclaim, h & 0xffffffff, h >> 32, 0});
   EXPECT_TRUE(is_success(out)) << "the share is still live, and 0x77 is routed";
   // The whole of FF-A's range by default: RECLAIM2 is an FF-A answer there.
-  c.max_fnum = 0xff;
-  spmc->reset(c, mem, kBase);
-  call({kFnVersion, kVersion12});
-  call({kFnRxtxMap64, kTx, kRx, 1});
+  reset_routing(SpmcConfig{}.max_fnum);
   const uint64_t h2 = share({{kBase, 4, 0}});
   constituents({{kBase, 4, 0}});
   EXPECT_EQ(reclaim2(h2, 0, 1, 0, 4), 4u);
@@ -638,14 +644,8 @@ TEST_F(SpmcTest, FunctionsTheFirmwareDoesNotRouteAreSmcUnk) {
 // HARNESS:EL3: an armed error stands for any EL3's answer to the next memory
 // call, so it answers a RECLAIM2 the firmware would not route (as the real-EL3
 // boundaries do, targets/spmc/tfa_el3.cc), and is used up by it.
-TEST_F(SpmcTest, AnArmedErrorAnswersACallTheFirmwareDoesNotRoute) {
-  SpmcConfig c;
-  c.ns_base = kBase;
-  c.ns_size = mem.size();
-  c.max_fnum = 0x8e;
-  spmc->reset(c, mem, kBase);
-  call({kFnVersion, kVersion12});
-  call({kFnRxtxMap64, kTx, kRx, 1});
+TEST_F(SpmcRoutingTest, AnArmedErrorAnswersACallTheFirmwareDoesNotRoute) {
+  reset_routing(0x8e);
   const uint64_t h = share({{kBase, 4, 0}});
   const uint64_t before = digest();
   spmc->arm(Fault::kError, static_cast<uint64_t>(static_cast<uint32_t>(kDenied)));
