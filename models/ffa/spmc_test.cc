@@ -23,6 +23,15 @@ using test::kTx;
 
 class SpmcTest : public test::SpmcFixture {
  protected:
+  // The SPMC reset as c configures it over this RAM, v1.2 negotiated and the
+  // mailboxes mapped.
+  void reset_mapped(SpmcConfig c) {
+    c.ns_base = kBase;
+    c.ns_size = mem.size();
+    spmc->reset(c, mem, kBase);
+    call({kFnVersion, kVersion12});
+    call({kFnRxtxMap64, kTx, kRx, 1});
+  }
   uint8_t* tx() { return mem.data() + (kTx - kBase); }
   uint8_t* rx() { return mem.data() + (kRx - kBase); }
   uint32_t write_desc(std::vector<Constituent> rs, MemKind kind = MemKind::kShare) {
@@ -172,12 +181,8 @@ TEST_F(SpmcTest, FragmentsReassemble) {
 // BUSY: the model reassembles one at a time), and the first still completes.
 TEST_F(SpmcTest, OneSendInFlightIsAProfileChoice) {
   SpmcConfig c;
-  c.ns_base = kBase;
-  c.ns_size = mem.size();
   c.one_send_in_flight = false;
-  spmc->reset(c, mem, kBase);
-  call({kFnVersion, kVersion12});
-  call({kFnRxtxMap64, kTx, kRx, 1});
+  reset_mapped(c);
   const uint32_t n = write_desc({{kBase, 1, 0}, {kBase + 0x4000, 2, 0}});
   call({kFnMemShare64, n, n - 16});
   ASSERT_EQ(out[0], kFnMemFragRx);
@@ -604,18 +609,13 @@ TEST_F(SpmcTest, NonFfaAndUnknownCalls) {
   EXPECT_EQ(out[0], 0xffffffffu);
 }
 
-// A firmware whose dispatcher routes FF-A numbers up to max_fnum (SPMC:ROUTED),
-// v1.2 negotiated and the mailboxes mapped.
+// A firmware whose dispatcher routes FF-A numbers up to max_fnum (SPMC:ROUTED).
 class SpmcRoutingTest : public SpmcTest {
  protected:
   void reset_routing(uint32_t max_fnum) {
     SpmcConfig c;
-    c.ns_base = kBase;
-    c.ns_size = mem.size();
     c.max_fnum = max_fnum;
-    spmc->reset(c, mem, kBase);
-    call({kFnVersion, kVersion12});
-    call({kFnRxtxMap64, kTx, kRx, 1});
+    reset_mapped(c);
   }
 };
 
