@@ -162,7 +162,8 @@ def test_caps_and_skip_frames_are_unsupported_with_the_reason_in_every_form(fake
 @pytest.mark.parametrize("frames, observed", [
     ([], "no frame for it came back"),
     (PLAIN[::2], "its begin frame came back from the guest, no op frame did"),
-], ids=["every-frame-lost", "op-frames-lost"])
+    (PLAIN[:2], "not its end frame: judged only up to its op 0"),
+], ids=["every-frame-lost", "op-frames-lost", "end-frame-lost"])
 def test_a_scenario_with_no_record_is_a_finding_and_the_run_fails(fake_stack, tmp_path, frames, observed):
     boots, _, scenarios = fake_stack
     # Scenario 2's frames never arrive (lost on the port), though the agent says done.

@@ -39,6 +39,11 @@ class GuestRun:
     work: Path
     # seconds from the first QEMU start until the agent's 'begin' frame of each scenario
     began: dict = dataclasses.field(default_factory=dict)
+    total: int = 0                    # scenarios packed for the guest
+    skipped: set = dataclasses.field(default_factory=set)  # 'skip' frames: capabilities missing
+    completed: set = dataclasses.field(default_factory=set)  # 'end' frames: run to its end
+    # (first scenario not run, why the run ended before it), or None: replay.no_record()
+    ended: tuple | None = None
 
 
 def agent_binary() -> Path:
@@ -71,6 +76,9 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
     agent_seconds = 0.0
     agent_ops = agent_scenarios = 0
     began: dict[int, float] = {}
+    skipped: set[int] = set()
+    completed: set[int] = set()
+    ended: tuple[int, str] | None = None
     t_start = time.monotonic()
 
     def on_record(rec: dict) -> None:
@@ -91,6 +99,10 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
             state["done"] += 1
             if progress and state["done"] % 50 == 0:
                 progress(state["done"], 0)
+        elif t == "skip":  # the replay writes it unsupported (identity cap_bits)
+            skipped.add(rec["s"])
+        elif t == "end":
+            completed.add(rec["s"])
         elif t == "bad":
             raise ToolError(f"target qemu: the agent could not decode scenario {rec['s']}: {rec['error']}")
 
@@ -122,10 +134,17 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
         log(f"kconform: qemu: guest {c.kind}: {c.detail} (scenario in flight: {c.scenario}, op {c.op}); "
             f"console: {c.console}")
         if c.scenario is None or state["identity"] is None:
-            break  # nothing to skip past: resuming would crash the same way
+            # nothing to skip past: resuming would crash the same way
+            ended = (start_from if c.scenario is None else c.scenario + 1,
+                     f"not run: the run stopped after a guest {c.kind} with no scenario in flight "
+                     f"({c.detail}; console: {c.console})")
+            break
         start_from = c.scenario + 1
         if start_from >= total:
             break
+        if n == MAX_BOOTS - 1:
+            ended = (start_from, f"not run: the run's {MAX_BOOTS} boots (MAX_BOOTS) were used up before it")
+            log(f"kconform: qemu: {MAX_BOOTS} boots used; scenarios {start_from}..{total - 1} not run")
     if state["identity"] is None:
         c = crashes[-1] if crashes else None
         raise ToolError(f"target qemu: the guest never reported a probe "
@@ -136,7 +155,7 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
                 "profile": p["profile"], "caps": p["caps"], "cap_bits": p["cap_bits"],
                 "seconds": agent_seconds}
     return GuestRun(identity, obs, crashes, warnings, boots, agent_seconds, agent_ops, agent_scenarios,
-                    kernel, work, began)
+                    kernel, work, began, total, skipped, completed, ended)
 
 
 def write_observations(g: GuestRun, path: Path) -> None:

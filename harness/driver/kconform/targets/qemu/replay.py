@@ -1,6 +1,7 @@
 """The QEMU target as `kconform run` sees it: boot, collect the guest's outcomes,
 replay them through the model on the host (Engine.replay), and add each guest crash
-and kernel warning as a QEMU.* finding with the console log as evidence."""
+and kernel warning as a QEMU.* finding with the console log as evidence, and each
+scenario whose outcome never came back as QEMU.NO-RECORD (shared with qemu-arm64)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def replay_guest(engine: Engine, files: list[str], g: GuestRun, raw_out: Path, l
             expected=["the guest runs the scenario to its end"], observed=c.detail,
             note=f"console log: {c.console}"))
     run.findings += console_findings(g.warnings, where, run.name, run.release, str(work))
+    # Every scenario given is judged, unsupported (a 'skip' frame: the replay writes it so),
+    # or a finding: a crash in flight in it, or QEMU.NO-RECORD.
+    in_flight = {c.scenario for c in g.crashes if c.scenario is not None}
+    whole = {s for s in g.completed if g.observations.get(s)}
+    lost = no_record(g.total, whole | in_flight | g.skipped, {s: len(o) for s, o in g.observations.items()},
+                     g.ended, sum(b.garbled for b in g.boots), sum(b.gaps for b in g.boots))
+    run.summary["no_record"] = len(lost)
+    run.findings += no_record_findings(lost, where, run, work)
     return run
 
 
@@ -88,4 +97,49 @@ def scenario_locations(engine: Engine, files: list[str]) -> list[tuple[str, int,
     out = []
     for f in files:
         out += [(f, i, n) for i, n in enumerate(engine.scenario_names(f))]
+    return out
+
+
+def no_record(total: int, accounted: set, begun: dict[int, int], ended: tuple[int, str] | None, garbled: int,
+              gaps: int) -> dict[int, str]:
+    """Scenario position -> why it was not judged whole, for each of 0..total-1 not
+    accounted for (accounted: its op frames and its end frame came back, the agent reported
+    it cannot run it (caps/skip frames), or a crash was in flight in it). begun: scenario ->
+    op frames received, for those whose begin frame came back; one with op frames but no end
+    frame was judged only up to its last op frame, so the rest of it is a finding too.
+
+    A scenario the run never reached because its boots were used up (MAX_BOOTS) or a
+    crash with no scenario in flight ended it is a finding too, not `unsupported`:
+    unsupported says this target cannot run the scenario, and it can; a kernel developer
+    reading exit 0 expects every scenario to have been judged, so a run that left some
+    unjudged must fail (exit 1) and name each one and why."""
+    out = {}
+    for s in range(total):
+        if s in accounted:
+            continue
+        lost = f"frames lost in this run: {garbled} garbled, {gaps} gaps"
+        if s in begun and begun[s]:
+            out[s] = (f"its begin frame and {begun[s]} op frame(s) came back from the guest, not its end "
+                      f"frame: judged only up to its op {begun[s] - 1} ({lost})")
+        elif s in begun:
+            out[s] = f"its begin frame came back from the guest, no op frame did ({lost})"
+        elif ended is not None and s >= ended[0]:
+            out[s] = ended[1]
+        else:
+            out[s] = f"no frame for it came back from the guest (no begin, op, caps or skip frame; {lost})"
+    return out
+
+
+def no_record_findings(lost: dict[int, str], where: list, run: TargetRun, work: Path) -> list[Finding]:
+    """A QEMU.NO-RECORD finding for each scenario nothing judged (no_record())."""
+    out = []
+    for s, why in sorted(lost.items()):
+        file, index, name = where[s]
+        run.scenarios.add((file, index))
+        out.append(Finding(
+            rule="QEMU.NO-RECORD", target=run.name, release=run.release, scenario=name, file=file,
+            index=index, op=-1, call="the whole scenario",
+            expected=["the guest reports the scenario's outcome (begin/op frames) or why it cannot run it "
+                      "(caps/skip frames)"],
+            observed=why, note=f"frames and console logs in {work}"))
     return out

@@ -16,7 +16,9 @@ Every scenario given is accounted for in the verdicts: one the agent reports it 
 run ("caps": capabilities the kernel lacks; "skip": what this target cannot do) is
 written `unsupported` with the reason by the replay, as every target's run writes one;
 one for which no frame ever came back (frames lost, the boots used up, a crash with no
-scenario in flight that ended the run) is a QEMU.NO-RECORD finding (no_record()).
+scenario in flight that ended the run), or whose end frame did not (judged only up to its
+last op frame), is a QEMU.NO-RECORD finding (targets/qemu/replay.py no_record(), which
+the x86 qemu target shares).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from kconform.sources.kernel_image import Kernel
 from kconform.targets.qemu.boot import NONFATAL_KINDS, QemuProcess, console_events, in_flight_at
 from kconform.targets.qemu.frames import FrameStream
 from kconform.targets.qemu.initramfs import cache_archive
-from kconform.targets.qemu.replay import console_findings, scenario_locations
+from kconform.targets.qemu.replay import console_findings, no_record, no_record_findings, scenario_locations
 from kconform.targets.qemu_arm64 import agent as agent_build
 from kconform.targets.qemu_arm64 import boot, firmware, module, toolchain
 from kconform.targets.qemu_arm64.initramfs import BUSYBOX
@@ -285,6 +287,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     obs: dict[int, list] = {}
     skipped: dict[int, str] = {}          # s -> the agent's why ("skip")
     missing: dict[int, int] = {}          # s -> capability bits the kernel lacks ("caps")
+    completed: set[int] = set()           # "end": run to its end
     state: dict = {"probe": None, "ops": 0}
     agent_seconds = 0.0
     agent_scenarios = agent_ops = 0
@@ -310,6 +313,8 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
             missing[rec["s"]] = int(rec["missing"])
         elif t == "skip":
             skipped[rec["s"]] = rec["why"]
+        elif t == "end":
+            completed.add(rec["s"])
         elif t == "bad":
             raise ToolError(f"target {TARGET}: the agent could not decode scenario {rec['s']}: {rec['error']}")
 
@@ -368,7 +373,8 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     (work / "stops.json").write_text(json.dumps(stops, indent=1) + "\n")
     run = engine.replay(obs_path, files, raw_out, TARGET)
     in_flight = {c[0][2] for c in crashes if c[0][2] is not None}   # each a QEMU.<crash> finding
-    lost = no_record(total, {s for s in obs if obs[s]} | in_flight | set(missing) | set(skipped), set(obs),
+    whole = {s for s in completed if obs.get(s)}
+    lost = no_record(total, whole | in_flight | set(missing) | set(skipped), {s: len(o) for s, o in obs.items()},
                      ended, sum(b.garbled for b in boots), sum(b.gaps for b in boots))
     first = boots[0].first_op - boots[0].started if boots[0].first_op else None
     rate = agent_scenarios / agent_seconds if agent_seconds else None
@@ -405,43 +411,3 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     run.findings += console_findings(warnings, where, run.name, run.release, str(work))
     run.findings += no_record_findings(lost, where, run, work)
     return run
-
-
-def no_record(total: int, accounted: set, begun: set, ended: tuple[int, str] | None, garbled: int,
-              gaps: int) -> dict[int, str]:
-    """Scenario position -> why nothing judged it, for each of 0..total-1 not accounted
-    for: no op frame of it arrived (begun: those whose begin frame did), the agent did not
-    report it cannot run it (caps/skip frames), and no crash was in flight in it.
-
-    A scenario the run never reached because its boots were used up (MAX_BOOTS) or a
-    crash with no scenario in flight ended it is a finding too, not `unsupported`:
-    unsupported says this target cannot run the scenario, and it can; a kernel developer
-    reading exit 0 expects every scenario to have been judged, so a run that left some
-    unjudged must fail (exit 1) and name each one and why."""
-    out = {}
-    for s in range(total):
-        if s in accounted:
-            continue
-        lost = f"frames lost in this run: {garbled} garbled, {gaps} gaps"
-        if s in begun:
-            out[s] = f"its begin frame came back from the guest, no op frame did ({lost})"
-        elif ended is not None and s >= ended[0]:
-            out[s] = ended[1]
-        else:
-            out[s] = f"no frame for it came back from the guest (no begin, op, caps or skip frame; {lost})"
-    return out
-
-
-def no_record_findings(lost: dict[int, str], where: list, run: TargetRun, work: Path) -> list[Finding]:
-    """A QEMU.NO-RECORD finding for each scenario nothing judged (no_record())."""
-    out = []
-    for s, why in sorted(lost.items()):
-        file, index, name = where[s]
-        run.scenarios.add((file, index))
-        out.append(Finding(
-            rule="QEMU.NO-RECORD", target=run.name, release=run.release, scenario=name, file=file,
-            index=index, op=-1, call="the whole scenario",
-            expected=["the guest reports the scenario's outcome (begin/op frames) or why it cannot run it "
-                      "(caps/skip frames)"],
-            observed=why, note=f"frames and console logs in {work}"))
-    return out
