@@ -191,6 +191,17 @@ constexpr const char* kStarters[] = {
     "mem_reclaim2 handle=0 count=1 page_index=8 total_pages=16\n"
     "tx_constituents offset=32 ranges=hex:000002800000000010000000000003800000000008000000\n"
     "mem_reclaim2 handle=0 flags=ZERO offset=32 count=2 total_pages=24\n",
+    // Share A and B in two fragments (FFA_MEM_FRAG_RX, FFA_MEM_FRAG_TX), then
+    // reclaim: a v1.1 descriptor's first 96 bytes (header 48, endpoint 16,
+    // composite 16, A's constituent 16), then B's constituent alone.
+    "version version=V1_1\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=1\n"
+    "rxtx_map tx=0x80000000 rx=0x80010000 pages=4\n"
+    "tx_mem_desc layout=V1_1 ranges=hex:000002800000000010000000000003800000000010000000\n"
+    "mem_share frag_len=96\n"
+    "tx_constituents offset=0 ranges=hex:000003800000000010000000\n"
+    "mem_frag_tx handle=0 frag_len=16\n"
+    "mem_reclaim handle=0\n",
 };
 
 constexpr EngineHints kEngine{
