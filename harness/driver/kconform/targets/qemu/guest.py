@@ -135,9 +135,9 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
             f"console: {c.console}")
         if c.scenario is None or state["identity"] is None:
             # nothing to skip past: resuming would crash the same way
-            ended = (start_from if c.scenario is None else c.scenario + 1,
-                     f"not run: the run stopped after a guest {c.kind} with no scenario in flight "
-                     f"({c.detail}; console: {c.console})")
+            # (without a probe the run is an error below, whatever ended says)
+            ended = (start_from, f"not run: the run stopped after a guest {c.kind} with no scenario in flight "
+                                 f"({c.detail}; console: {c.console})")
             break
         start_from = c.scenario + 1
         if start_from >= total:

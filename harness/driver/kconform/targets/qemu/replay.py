@@ -60,9 +60,7 @@ def replay_guest(engine: Engine, files: list[str], g: GuestRun, raw_out: Path, l
     # Every scenario given is judged, unsupported (a 'skip' frame: the replay writes it so),
     # or a finding: a crash in flight in it, or QEMU.NO-RECORD.
     in_flight = {c.scenario for c in g.crashes if c.scenario is not None}
-    whole = {s for s in g.completed if g.observations.get(s)}
-    lost = no_record(g.total, whole | in_flight | g.skipped, {s: len(o) for s, o in g.observations.items()},
-                     g.ended, sum(b.garbled for b in g.boots), sum(b.gaps for b in g.boots))
+    lost = no_record(g.total, g.observations, g.completed, in_flight | g.skipped, g.ended, g.boots)
     run.summary["no_record"] = len(lost)
     run.findings += no_record_findings(lost, where, run, work)
     return run
@@ -100,28 +98,32 @@ def scenario_locations(engine: Engine, files: list[str]) -> list[tuple[str, int,
     return out
 
 
-def no_record(total: int, accounted: set, begun: dict[int, int], ended: tuple[int, str] | None, garbled: int,
-              gaps: int) -> dict[int, str]:
+def no_record(total: int, observations: dict[int, list], completed: set, excused: set,
+              ended: tuple[int, str] | None, boots: list) -> dict[int, str]:
     """Scenario position -> why it was not judged whole, for each of 0..total-1 not
-    accounted for (accounted: its op frames and its end frame came back, the agent reported
-    it cannot run it (caps/skip frames), or a crash was in flight in it). begun: scenario ->
-    op frames received, for those whose begin frame came back; one with op frames but no end
-    frame was judged only up to its last op frame, so the rest of it is a finding too.
+    accounted for: its op frames (observations: scenario -> ops, for those whose begin
+    frame came back) and its end frame (completed) came back, or it is excused (the agent
+    reported it cannot run it, caps/skip frames; a crash was in flight in it: each its own
+    finding). One with op frames but no end frame was judged only up to its last op frame,
+    so the rest of it is a finding too. boots: their garbled and gaps counts are quoted.
 
     A scenario the run never reached because its boots were used up (MAX_BOOTS) or a
     crash with no scenario in flight ended it is a finding too, not `unsupported`:
     unsupported says this target cannot run the scenario, and it can; a kernel developer
     reading exit 0 expects every scenario to have been judged, so a run that left some
     unjudged must fail (exit 1) and name each one and why."""
+    accounted = {s for s in completed if observations.get(s)} | excused
+    lost = (f"frames lost in this run: {sum(b.garbled for b in boots)} garbled, "
+            f"{sum(b.gaps for b in boots)} gaps")
     out = {}
     for s in range(total):
         if s in accounted:
             continue
-        lost = f"frames lost in this run: {garbled} garbled, {gaps} gaps"
-        if s in begun and begun[s]:
-            out[s] = (f"its begin frame and {begun[s]} op frame(s) came back from the guest, not its end "
-                      f"frame: judged only up to its op {begun[s] - 1} ({lost})")
-        elif s in begun:
+        if observations.get(s):
+            n = len(observations[s])
+            out[s] = (f"its begin frame and {n} op frame(s) came back from the guest, not its end "
+                      f"frame: judged only up to its op {n - 1} ({lost})")
+        elif s in observations:
             out[s] = f"its begin frame came back from the guest, no op frame did ({lost})"
         elif ended is not None and s >= ended[0]:
             out[s] = ended[1]

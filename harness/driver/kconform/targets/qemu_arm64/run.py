@@ -373,9 +373,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     (work / "stops.json").write_text(json.dumps(stops, indent=1) + "\n")
     run = engine.replay(obs_path, files, raw_out, TARGET)
     in_flight = {c[0][2] for c in crashes if c[0][2] is not None}   # each a QEMU.<crash> finding
-    whole = {s for s in completed if obs.get(s)}
-    lost = no_record(total, whole | in_flight | set(missing) | set(skipped), {s: len(o) for s, o in obs.items()},
-                     ended, sum(b.garbled for b in boots), sum(b.gaps for b in boots))
+    lost = no_record(total, obs, completed, in_flight | set(missing) | set(skipped), ended, boots)
     first = boots[0].first_op - boots[0].started if boots[0].first_op else None
     rate = agent_scenarios / agent_seconds if agent_seconds else None
     wall = time.monotonic() - t0
