@@ -22,9 +22,10 @@
 //          it for another reason (targets/qemu_arm64: el3_misbehave, sp_* ops, ...);
 //          both are written `unsupported` (the latter with "note": TEXT), as every
 //          target's run writes a scenario that needs capabilities its identity lacks.
-//       A scenario with fewer recorded ops than it has (the guest died in it)
-//       is judged up to its last recorded op; one without a record is left out
-//       (the driver accounts for it: targets/qemu_arm64/run.py, QEMU.NO-RECORD).
+//       A scenario with fewer recorded ops than it has (the guest died in it,
+//       or frames were lost) is judged up to its last recorded op; one without a
+//       record is left out (the driver accounts for both: a crash in flight, or
+//       QEMU.NO-RECORD, targets/qemu/replay.py no_record()).
 //       A scenario with `repeat N` has its N runs' outcomes one after the
 //       other in "ops"; the runs recorded in full are judged.
 //       FF-A (a real machine's host, targets/qemu_arm64): the identity record

@@ -15,8 +15,8 @@ verdict is one of pass, violation, unsupported, unchecked.
 What failed is one list: TargetRun.findings, one Finding per violated rule at
 an op, plus those added for crashes and hangs of the code under test
 (engine/runner.py: CRASH.*; the run resumes with the next scenario) and of a booted guest (targets/qemu/replay.py: QEMU.*;
-targets/qemu_arm64/run.py also QEMU.NO-RECORD: a scenario given to the guest whose
-outcome never came back). Every report form (engine/report.py), the saved
+QEMU.NO-RECORD too: a scenario given to the guest whose outcome never came back whole,
+targets/qemu/replay.py no_record(), for both QEMU targets). Every report form (engine/report.py), the saved
 reproducers and the exit status are written from it. What was not judged because
 the target cannot run it is TargetRun.unsupported: one entry per scenario with its
 reason, shown in every form too (KTAP `# SKIP`, JUnit <skipped>).
