@@ -63,6 +63,11 @@ inline constexpr bool is_smc64(uint64_t fid) { return (fid >> 30) & 1; }
 inline constexpr uint32_t fn_num(uint64_t fid) { return fid & 0xffff; }
 // FF-A function numbers are 0x60..0x7F (v1.0) extended up to 0x91 (v1.3); a
 // call is an FF-A call when it is a fast standard-service call in that range.
+// SMCCC v1.3 §2.5: bit 16 of a function ID is the caller's hint that it holds
+// no live SVE state; the function called is the ID with the bit clear (SPEC.md
+// SMCCC:HINT). Linux sets it on its SMCCC calls (smccc-call.S).
+inline constexpr uint64_t kSmcccSveHint = 1u << 16;
+inline constexpr uint64_t without_hint(uint64_t x0) { return x0 & ~kSmcccSveHint; }
 inline constexpr bool is_ffa_fid(uint64_t fid) {
   return (fid >> 32) == 0 && ((fid >> 24) & 0xbf) == 0x84 && ((fid >> 16) & 0xff) == 0 &&
          fn_num(fid) >= 0x60 && fn_num(fid) <= 0xff;

@@ -127,6 +127,8 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.ID_GET.HOST", 0, kFull, "id_get", kW2Plus},
       {"FFA.PARTITION_INFO.COUNT", 0, kFull, "partition_info_get flags=1", kW2Plus},
       {"FFA.SMC32.UPPER", 0, kNoMap, "raw fid=RXTX_MAP_32 x1=0x180000000 x2=0x80001000 x3=1", kFail},
+      {"FFA.SMCCC.HINT", 0, kFull, "raw fid=0x84010069", kW2Plus},  // FFA_ID_GET with the SVE hint
+      {"FFA.SMCCC.X0_UPPER", 0, kFull, "raw fid=0x184000069", kState},  // FFA_ID_GET, x0[32] set
       {"FFA.PROXY.UNSUPPORTED", 0, kFull, desc("attrs=UNSPECIFIED") + "mem_donate", kSucceed},
       {"FFA.PROXY.FORWARD_OTHER", 0, kFull, "raw fid=DIRECT_REQ_32 x1=0x8001", kState},
       {"FFA.PROXY.NON_FFA", 0, kFull, "raw fid=0x84000000", kState},
@@ -226,6 +228,40 @@ TEST(FfaModelRules, EveryRuleHasACaseAndTheOracleCanFail) {
 }
 
 // --- Behaviour ---------------------------------------------------------------------
+
+// SMCCC:HINT: a call with the SVE hint set is judged as the call without it
+// (the same outcomes allowed); SMCCC:W0: with bits in x0[63:32] the callee may
+// also refuse it as an unknown function, which the plain call may not.
+TEST(FfaModel, SveHintedCallIsTheCallAndX0UpperMayBeRefused) {
+  const ProxyProfile p = profile(4096, false);
+  auto expect = [&](const std::string& body) {
+    Play run(p, scenario(p, kFull, body));
+    EXPECT_TRUE(run.ok()) << run.error;
+    EXPECT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+    return run.expect_last();
+  };
+  auto allowed = [](const Expectation& e) {
+    std::vector<std::string> out;
+    for (const Allowed& a : e.allowed) out.push_back(to_string(a));
+    return out;
+  };
+  for (const std::string args : {"fid=0x84000069", "fid=0x84000064 x1=0x84000073", "fid=0xC4000066 x1=0x80002000 x2=0x80003000 x3=1"}) {
+    SCOPED_TRACE(args);
+    const std::string hinted = "fid=0x" + std::string(args.substr(6, 3)) + "1" + std::string(args.substr(10));
+    const Expectation plain = expect("raw " + args), hint = expect("raw " + hinted);
+    EXPECT_EQ(allowed(hint), allowed(plain)) << hinted;
+    EXPECT_TRUE(hit(hint, *rule_by_id("FFA.SMCCC.HINT")));
+    EXPECT_FALSE(hit(plain, *rule_by_id("FFA.SMCCC.HINT")));
+  }
+  const Expectation plain = expect("raw fid=0x84000069"), upper = expect("raw fid=0x184000069");
+  Outcome refused = Outcome::ok(0);
+  refused.regs[0] = ~0ull;
+  refused.state = pick(plain.allowed[0]).state;
+  EXPECT_EQ(judge(upper, refused).kind, VerdictKind::kPass);
+  EXPECT_EQ(judge(plain, refused).kind, VerdictKind::kViolation);
+  Outcome as_w0 = pick(plain.allowed[0]);
+  EXPECT_EQ(judge(upper, as_w0).kind, VerdictKind::kPass);
+}
 
 // SPMC:RECLAIM-ZERO: after a lend reclaimed with the zero flag every byte is
 // zero, without it every byte keeps the pattern; a proxy that dropped the

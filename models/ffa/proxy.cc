@@ -316,14 +316,28 @@ int32_t el3_error(const uint64_t out[kNumRegs]) { return is_error(out) ? error_c
 
 // --- Routing -------------------------------------------------------------------
 
-void expect_call(const World& w, const uint64_t in[kCallRegs], Plan& p) {
+void expect_call(const World& w, const uint64_t call[kCallRegs], Plan& p) {
   p.begin(w);
+  // SMCCC:HINT: the call is the one the ID names with the SVE hint clear.
+  uint64_t in[kCallRegs];
+  for (uint32_t i = 0; i < kCallRegs; ++i) in[i] = call[i];
+  if (call[0] & kSmcccSveHint) {
+    in[0] = without_hint(call[0]);
+    p.hits.pass(kFfaSmcccHint);
+  }
   const uint32_t fid = w32(in[0]);
   if (!is_ffa_fid(fid)) {
     // Not an FF-A call: no FF-A state may change; what EL3 answers is not ours to judge.
     p.any(kFfaProxyNonFfa);
     p.hits.pass(kFfaProxyNonFfa);
     return;
+  }
+  // SMCCC:W0: bits in x0[63:32] of an FF-A call; the callee may also refuse it as
+  // an unknown function, nothing changed.
+  if (in[0] >> 32) {
+    static constexpr uint64_t kUnknown[kCallRegs] = {~0ull};
+    p.hits.pass(kFfaSmcccX0Upper);
+    p.exact(kFfaSmcccX0Upper, kUnknown, kX0, true);
   }
   bool upper = false;
   const CallArgs a = CallArgs::of(in, &upper);

@@ -71,8 +71,9 @@ inline constexpr uint32_t fid_of(const uint64_t regs[]) { return w32(regs[0]); }
 // handle an SPMC chose for a new transaction, where reply is the first reply
 // of a send (call: FFA_MEM_SHARE/LEND/DONATE, SMC32 or SMC64): w2/w3 of
 // FFA_SUCCESS, w1/w2 of FFA_MEM_FRAG_RX. 0 for any other call or reply.
+// The call's SVE hint does not change the call (SMCCC:HINT).
 inline constexpr uint8_t new_handle_regs(const uint64_t call[], const uint64_t reply[]) {
-  const uint32_t f = w32(call[0]) & ~kSmc64Bit;
+  const uint32_t f = w32(without_hint(call[0])) & ~kSmc64Bit;
   if (f != kFnMemShare32 && f != kFnMemLend32 && f != kFnMemDonate32) return 0;
   if (fid_of(reply) == kFnSuccess32 || reply[0] == kFnSuccess64) return kX2 | kX3;
   if (fid_of(reply) == kFnMemFragRx) return kX1 | kX2;

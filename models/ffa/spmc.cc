@@ -429,9 +429,13 @@ void Spmc::smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs], Hits* hits) 
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
 }
 
-void Spmc::answer(const uint64_t in[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
+void Spmc::answer(const uint64_t call[kNumRegs], std::span<const uint8_t> tx, const SpmcSession& s, SpmcAnswer& ans,
                   Hits& hits) const {
   ans.reset(s);
+  // SMCCC:HINT: the function called is the ID with the SVE hint clear.
+  uint64_t in[kNumRegs];
+  for (uint32_t i = 0; i < kNumRegs; ++i) in[i] = call[i];
+  in[0] = without_hint(call[0]);
   // SPMC:ROUTED. An error armed by HARNESS:EL3 replaces EL3's answer to the
   // next memory call whether or not the firmware routes it (as the real-EL3
   // boundaries do, targets/spmc/tfa_el3.cc): it stands for any EL3.

@@ -206,7 +206,7 @@ class SpmcModel final : public Model {
     slot_hit(h_, op, out);
     uint64_t in[kNumRegs] = {};
     h_.host_regs(op, in);
-    if (!is_ffa_fid(in[0])) {
+    if (!is_ffa_fid(without_hint(in[0]))) {  // SMCCC:HINT
       // SMCCC: a function ID nobody implements is SMC_UNK (w0 = -1); BL31
       // answers it before any SPMC sees it (SPEC.md SPMC:ANSWER).
       Allowed a = Allowed::ok(kFfaSpmcAnswer, 0);
@@ -227,7 +227,7 @@ class SpmcModel final : public Model {
     spmc_->answer(in, spmc_->tx_window(), spmc_->session(), *trust_ans_, trust_hits_);
     spmc_->set_ns_trust(false);
     have_ans_ = true;
-    const uint32_t fid = static_cast<uint32_t>(in[0]);
+    const uint32_t fid = static_cast<uint32_t>(without_hint(in[0]));
     const uint64_t* r = ans_->out;
     // The rule: on an error, the first rule the call broke; else the call's.
     RuleId rule = call_rule(fid);

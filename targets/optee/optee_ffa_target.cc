@@ -365,6 +365,9 @@ Outcome OpteeFfaTarget::exec_op(const Scenario& s, size_t i) {
   }
   uint64_t in[8] = {};
   F::host_regs(op, handles_, last_desc_len_, in);
+  // SMCCC:HINT: BL31 masks the SVE hint before dispatch, so the SPMD (whose
+  // place this target takes) hands OP-TEE the ID without it.
+  in[0] = without_hint(in[0]);
   const uint32_t fid = static_cast<uint32_t>(in[0]);
   if (!is_ffa_fid(in[0])) {
     for (int k = 0; k < 8; ++k) o.regs[k] = in[k];  // BL31 leaves the caller's registers

@@ -184,7 +184,9 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
   }
   uint64_t in[8] = {};
   F::host_regs(op, handles_, last_desc_len_, in);
-  const uint32_t fid = static_cast<uint32_t>(in[0]);
+  // SMCCC:HINT: the function is the ID without the SVE hint (BL31 masks it
+  // before dispatch; the call goes to TF-A as the scenario made it).
+  const uint32_t fid = static_cast<uint32_t>(without_hint(in[0]));
   uint64_t call[8];
   std::memcpy(call, in, sizeof call);
   if ((fid & ~kSmc64Bit) == kFnRxtxMap32) {
@@ -196,7 +198,7 @@ Outcome SpmcFfaTarget::exec_op(const Scenario& s, size_t i) {
   // reach the SPMD and then the SPMC; anything else is SMC_UNK from BL31's
   // runtime service table (bl31/bl31_main.c, common/runtime_svc.c), which is
   // not built here.
-  if (!is_ffa_fid(in[0])) {
+  if (!is_ffa_fid(without_hint(in[0]))) {
     for (int k = 0; k < 8; ++k) o.regs[k] = in[k];  // BL31 leaves the caller's registers
     o.regs[0] = 0xffffffffu;                         // but w0: SMC_UNK
     if (is_producer(op.code)) handles_.push_back(kInvalidHandle);
