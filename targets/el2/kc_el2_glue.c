@@ -182,6 +182,45 @@ int kc_el2_hyp_ffa_init(void *pages, int *status)
 	return ret;
 }
 
+/* What the tree's handle_host_smc() (hyp-main.c, copied into
+ * kc_tree/host_smc.h by extract_tree.py) calls outside ffa.c:
+ * - ESR_EL2: the host's SMCs are Linux's SMCCC conduit, `SMC #0` from
+ *   AArch64, so the syndrome is EC SMC64 with immediate 0;
+ * - kvm_host_psci_handler(): pKVM's PSCI relay is not under test here; it
+ *   declines every call, so a PSCI ID goes on to ffa.c and EL3 (the model
+ *   judges no non-FF-A call, FFA.PROXY.NON_FFA);
+ * - default_host_smc_handler(): forwards the host's registers to EL3; here
+ *   it records that ffa.c did not handle the call, and el2_host_smc()
+ *   forwards them;
+ * - kvm_skip_host_instr(): there is no ELR to move. */
+#ifndef UL
+#define UL(x) (_UL(x)) /* include/vdso/const.h */
+#endif
+#define read_sysreg_el2(r) kc_host_smc_esr()
+static int kc_forwarded;
+static u64 kc_host_smc_esr(void);
+
+static bool kvm_host_psci_handler(struct kvm_cpu_context *host_ctxt, u32 func_id)
+{
+	return false;
+}
+
+static void default_host_smc_handler(struct kvm_cpu_context *host_ctxt)
+{
+	kc_forwarded = 1;
+}
+
+static void kvm_skip_host_instr(void)
+{
+}
+
+#include <kc_tree/host_smc.h>
+
+static u64 kc_host_smc_esr(void)
+{
+	return (ESR_ELx_EC_SMC64 << ESR_ELx_EC_SHIFT) | ESR_ELx_IL;
+}
+
 int kc_el2_host_call(const uint64_t in[KC_SMC_NREGS], uint64_t out[KC_SMC_NREGS], int *handled)
 {
 	/* static: the context must survive a longjmp out of the handler. */
@@ -201,8 +240,11 @@ int kc_el2_host_call(const uint64_t in[KC_SMC_NREGS], uint64_t out[KC_SMC_NREGS]
 	fatal_armed = 1;
 	if (trace_on())
 		fprintf(stderr, "kc-smc host %#llx\n", (unsigned long long)in[0]);
-	/* handle_host_smc() passes x0 as the u32 func_id. */
-	*handled = kvm_host_ffa_handler(&ctxt, (u32)in[0]);
+	/* The tree's own dispatch: it masks the SMCCC hint, refuses what it
+	 * refuses, and hands kvm_host_ffa_handler() the func_id it computes. */
+	kc_forwarded = 0;
+	handle_host_smc(&ctxt);
+	*handled = !kc_forwarded;
 	fatal_armed = 0;
 	for (i = 0; i < KC_SMC_NREGS; i++)
 		out[i] = cpu_reg(&ctxt, i);

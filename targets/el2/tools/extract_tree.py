@@ -4,7 +4,8 @@
 Run at configure time by targets/el2/CMakeLists.txt. Never writes into the
 repository. Tree headers that compile on the host as they are are copied
 whole; from headers that do not (asm/kvm_pkvm.h, linux/scatterlist.h) only
-the definitions ffa.c uses are copied out, verbatim. Everything copied is
+the definitions ffa.c uses are copied out, verbatim, and from hyp-main.c the
+host SMC dispatch in front of ffa.c (handle_host_smc()). Everything copied is
 behaviour under test, so none of it is restated in the shims.
 
     extract_tree.py --tree TREE --shim SHIMDIR --out OUTDIR
@@ -26,6 +27,9 @@ WHOLE = {
 }
 KVM_PKVM_H = "arch/arm64/include/asm/kvm_pkvm.h"
 SCATTERLIST_H = "include/linux/scatterlist.h"
+HYP_MAIN_C = "arch/arm64/kvm/hyp/nvhe/hyp-main.c"
+ESR_H = "arch/arm64/include/asm/esr.h"
+WORDPART_H = "include/linux/wordpart.h"
 
 
 class ExtractError(Exception):
@@ -47,11 +51,11 @@ def define_line(text: str, name: str, where: str) -> str:
     return m.group(0)
 
 
-def function(text: str, name: str, where: str) -> str:
-    """A `static inline ... name(...) { ... }` definition, braces matched."""
-    m = re.search(rf"^static inline[^\n;{{]*\b{name}\s*\([^)]*\)\s*\{{", text, re.M)
+def function(text: str, name: str, where: str, prefix: str = "static inline") -> str:
+    """A `static inline ... name(...) { ... }` definition (or another prefix), braces matched."""
+    m = re.search(rf"^{prefix}[^\n;{{]*\b{name}\s*\([^)]*\)\s*\{{", text, re.M)
     if not m:
-        raise ExtractError(f"static inline {name}() not found in {where}")
+        raise ExtractError(f"{prefix} {name}() not found in {where}")
     depth, i = 0, m.end() - 1
     while i < len(text):
         if text[i] == "{":
@@ -154,6 +158,21 @@ def main() -> int:
                          + chunk + "\n"
                          + conditional_define(sgl, "SG_MAX_SEGMENTS", where) + "\n\n#endif\n")
         deps.append(tree / SCATTERLIST_H)
+
+        # handle_host_smc(): how pKVM dispatches a host SMC before (and whether)
+        # kvm_host_ffa_handler() sees it: the SMCCC hint masked, X0[63:32] refused
+        # (7.2+), the SMC immediate checked. Its callees outside ffa.c are the glue's.
+        hyp_main, esr, wordpart = read(tree, HYP_MAIN_C), read(tree, ESR_H), read(tree, WORDPART_H)
+        w_esr = str(tree / ESR_H)
+        write_if_changed(out / "kc_tree/host_smc.h", header(f"{HYP_MAIN_C}, {ESR_H} and {WORDPART_H}")
+                         + "#ifndef KC_TREE_HOST_SMC_H\n#define KC_TREE_HOST_SMC_H\n\n"
+                         + "".join(define_line(esr, n, w_esr) + "\n" for n in
+                                   ("ESR_ELx_EC_SMC64", "ESR_ELx_EC_SHIFT", "ESR_ELx_IL_SHIFT",
+                                    "ESR_ELx_IL", "ESR_ELx_xVC_IMM_MASK"))
+                         + define_line(wordpart, "upper_32_bits", str(tree / WORDPART_H)) + "\n\n"
+                         + function(hyp_main, "handle_host_smc", str(tree / HYP_MAIN_C), prefix="static void")
+                         + "\n\n#endif\n")
+        deps += [tree / HYP_MAIN_C, tree / ESR_H, tree / WORDPART_H]
 
         major, minor, sub = makefile_version(tree)
         smc_api = ("hyp_smccc_1_2_smc" if "hyp_smccc_1_2_smc" in ffa_c else

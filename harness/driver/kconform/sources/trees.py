@@ -24,10 +24,13 @@ from kconform.sources.debian import upstream_version
 NEEDED_PATHS: tuple[str, ...] = (
     "Makefile",                                         # kernel version
     "arch/arm64/kvm/hyp/nvhe/ffa.c",                    # the EL2 FF-A proxy under test
+    "arch/arm64/kvm/hyp/nvhe/hyp-main.c",               # handle_host_smc(): the host SMC dispatch before the proxy
     "arch/arm64/kvm/hyp/include/nvhe/ffa.h",            # FFA_MIN/MAX_FUNC_NUM
     "arch/arm64/kvm/hyp/include/nvhe/trap_handler.h",   # cpu_reg(), DECLARE_REG()
     "arch/arm64/kvm/hyp/include/nvhe/mem_protect.h",    # host share/unshare prototypes (API drift)
     "arch/arm64/include/asm/kvm_pkvm.h",                # KVM_FFA_MBOX_NR_PAGES, hyp_ffa_proxy_pages()
+    "arch/arm64/include/asm/esr.h",                     # ESR_ELx_xVC_IMM_MASK, read by handle_host_smc()
+    "include/linux/wordpart.h",                         # upper_32_bits(), read by handle_host_smc()
     "include/linux/scatterlist.h",                      # SG_MAX_SEGMENTS, used by hyp_ffa_proxy_pages()
     "include/linux/arm_ffa.h",                          # FF-A function IDs, descriptors, errors
     "include/linux/arm-smccc.h",                        # SMCCC function-ID encoding, arm_smccc_1_2_regs
