@@ -24,6 +24,7 @@ from kconform.commands import cli
 from kconform.commands import run as run_cmd
 from kconform.core.paths import runner_binary
 from kconform.engine.build import build_preset
+from kconform.engine.runner import Engine
 from kconform.sources.kernel_image import Kernel
 from kconform.targets.qemu_arm64 import run
 
@@ -194,3 +195,63 @@ def test_scenarios_left_when_the_boots_are_used_up_are_findings_naming_why(fake_
     assert set(lost) == {"t/el3-fault-4k", "t/plain-4k"}
     assert all("1 boots (run.py MAX_BOOTS) were used up" in why for why in lost.values())
     assert [u["scenario"] for u in r["unsupported"]] == ["t/needs-reclaim2-4k"]
+
+
+# Three ops: a lost op frame would put FFA_ID_GET's registers on the second FFA_VERSION.
+LOST_OP = """\
+kconform-scenario 1
+abi ffa
+name t/lost-op-4k
+requires page_4k
+version
+version
+id_get
+"""
+VERSION = [0x10002, 0, 0, 0, 0, 0, 0, 0]
+ID_GET = [0x84000061, 0, 0, 0, 0, 0, 0, 0]       # FFA_SUCCESS_32, id 0 in x2
+
+
+def lost_op_frames(ops: list[tuple[int, list]]) -> list[dict]:
+    return ([{"t": "begin", "s": 0, "name": "t/lost-op-4k"}]
+            + [{"t": "op", "s": 0, "i": i, "k": 0, "v": 0, "a": 0, "r": r} for i, r in ops]
+            + [{"t": "end", "s": 0}])
+
+
+def test_every_op_frame_back_is_judged_whole(fake_stack, tmp_path):
+    boots, _, _ = fake_stack
+    scenarios = tmp_path / "lost.kcs"
+    scenarios.write_text(LOST_OP)
+    boots.append([{"t": "hello"}, PROBE, *lost_op_frames([(0, VERSION), (1, VERSION), (2, ID_GET)]), done(1)])
+    code, doc, _, _, _ = kconform_run(scenarios, tmp_path)
+    (r,) = doc["runs"]
+    assert code == 0 and not r["findings"] and r["counts"]["pass"] == 3
+
+
+def test_a_lost_middle_op_frame_cuts_the_scenario_there(fake_stack, tmp_path):
+    """Op 1's frame is lost on the port, op 2's and the end frame come back: op 2's
+    registers are not judged as op 1's (no false violation); op 0 is judged, the rest of
+    the scenario is a QEMU.NO-RECORD finding naming the op frame lost."""
+    boots, _, _ = fake_stack
+    scenarios = tmp_path / "lost.kcs"
+    scenarios.write_text(LOST_OP)
+    boots.append([{"t": "hello"}, PROBE, *lost_op_frames([(0, VERSION), (2, ID_GET)]), done(1)])
+    code, doc, _, _, out = kconform_run(scenarios, tmp_path)
+    (r,) = doc["runs"]
+    assert code == 1
+    assert [(f["rule"], f["scenario"]) for f in r["findings"]] == [("QEMU.NO-RECORD", "t/lost-op-4k")]
+    (f,) = r["findings"]
+    assert "its op 1 frame was lost" in f["observed"] and "judged only up to its op 0" in f["observed"]
+    recs = [json.loads(line) for line in (out / "verdicts-qemu-arm64.jsonl").read_text().splitlines()]
+    assert [(x["op"], x["verdict"]) for x in recs if x["type"] == "op"] == [(0, "pass")]
+    assert r["counts"]["violation"] == 0 and r["summary"]["no_record"] == 1
+
+
+def test_an_op_frame_without_its_index_is_an_error_naming_it(fake_stack, tmp_path):
+    boots, _, _ = fake_stack
+    scenarios = tmp_path / "lost.kcs"
+    scenarios.write_text(LOST_OP)
+    frames = lost_op_frames([(0, VERSION), (1, VERSION), (2, ID_GET)])
+    del frames[2]["i"]
+    boots.append([{"t": "hello"}, PROBE, *frames, done(1)])
+    with pytest.raises(run.ToolError, match=r'an op frame without an op index "i".*"s": 0'):
+        run.run_target(Engine(runner_binary()), [str(scenarios)], tmp_path / "v.jsonl", tmp_path, lambda m: None)

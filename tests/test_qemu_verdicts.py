@@ -7,7 +7,11 @@ kconform-runner is real.
   last op: a QEMU.NO-RECORD finding naming that op;
 - a scenario no frame came back for is one too;
 - so is every scenario the run never reached because its boots were used up (MAX_BOOTS);
-- a `skip` frame (capabilities the kernel lacks) is `unsupported`, not a finding.
+- a `skip` frame (capabilities the kernel lacks) is `unsupported`, not a finding;
+- each op frame is placed by its op index "i": one lost (or repeated, out of order) in
+  the middle of a scenario whose end frame came back cuts it there, the ops before it
+  judged and the rest a QEMU.NO-RECORD finding naming the op frame, not the next op's
+  outcome judged as its; an op frame without "i" (an older agent) is an error.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import time
 
 import pytest
 
+from kconform.core.errors import ToolError
 from kconform.sources.kernel_image import Kernel
 from kconform.targets.qemu import guest
 from kconform.targets.qemu.boot import Boot, Crash
-from kconform.targets.qemu.replay import replay_guest
+from kconform.targets.qemu.replay import place_ops, replay_guest
 
 SCENARIOS = "".join(f"""kconform-scenario 1
 abi gmem
@@ -125,3 +130,80 @@ def test_scenarios_left_when_the_boots_are_used_up_are_findings(fake_guest):
     lost = no_record(r)
     assert set(lost) == {"t/create-2", "t/needs-write"}
     assert all("2 boots (MAX_BOOTS) were used up" in why for why in lost.values())
+
+
+# Four ops; the third fails (a guest_memfd of size 0): an op frame out of its place
+# would judge an EINVAL as a create that succeeds, or the reverse.
+LOST_OP = """kconform-scenario 1
+abi gmem
+name t/lost-op
+requires gmem
+create_vm
+create_gmem vm=0 size=0x200000 flags=0
+create_gmem vm=0 size=0 flags=0
+create_gmem vm=0 size=0x200000 flags=0
+"""
+OUTCOMES = [(0, 0), (0, 0), (1, 22), (0, 0)]      # (kind, value): ok, ok, EINVAL, ok
+
+
+def lost_op_frames(order: list[int]) -> list[dict]:
+    """Scenario 0's frames with op frames of the given op indices, in that order."""
+    return ([{"t": "begin", "s": 0, "name": "t/lost-op"}]
+            + [{"t": "op", "s": 0, "i": i, "k": OUTCOMES[i][0], "v": OUTCOMES[i][1], "a": 0} for i in order]
+            + [{"t": "end", "s": 0}])
+
+
+def test_every_op_frame_back_is_judged_whole(fake_guest, tmp_path):
+    boots, _, run = fake_guest
+    (tmp_path / "t.kcs").write_text(LOST_OP)
+    boots.append(([{"t": "hello"}, PROBE, *lost_op_frames([0, 1, 2, 3])], None))
+    _, r = run()
+    assert not r.findings and r.counts["pass"] == 4
+
+
+@pytest.mark.parametrize("order, observed", [
+    ([0, 2, 3], "its op 1 frame was lost, its op 2 frame came in its place"),
+    ([0, 0, 1, 2], "its op 1 frame did not come next (a frame lost, repeated or out of order), "
+                      "its op 0 frame came in its place"),
+], ids=["lost", "repeated"])
+def test_an_op_frame_lost_or_repeated_cuts_the_scenario_there(fake_guest, tmp_path, order, observed):
+    """The end frame came back, so only the op indices tell: op 0 is judged, op 1 on
+    is a QEMU.NO-RECORD finding naming op 1's frame; no op's outcome is judged as
+    another's (no false violation)."""
+    boots, _, run = fake_guest
+    (tmp_path / "t.kcs").write_text(LOST_OP)
+    boots.append(([{"t": "hello"}, PROBE, *lost_op_frames(order)], None))
+    g, r = run()
+    assert [(f.rule, f.scenario) for f in r.findings] == [("QEMU.NO-RECORD", "t/lost-op")]
+    assert g.completed == {0} and len(g.observations[0]) == 1
+    why = no_record(r)["t/lost-op"]
+    assert observed in why and why.endswith(": judged only up to its op 0")
+    assert r.counts["violation"] == 0 and r.counts["pass"] == 1 and r.summary["no_record"] == 1
+
+
+def test_an_op_frame_without_its_index_is_an_error_naming_it(fake_guest, tmp_path):
+    boots, _, run = fake_guest
+    (tmp_path / "t.kcs").write_text(LOST_OP)
+    frames = lost_op_frames([0, 1, 2, 3])
+    del frames[2]["i"]
+    boots.append(([{"t": "hello"}, PROBE, *frames], None))
+    with pytest.raises(ToolError, match=r'target qemu: an op frame without an op index "i".*"k": 0, "v": 0'):
+        run()
+
+
+def test_place_ops_follows_repeat_runs():
+    """`repeat N`: the op indices run 0..n-1 once per run; a run cut short is named."""
+    op = {"t": "op", "s": 0}
+
+    def place(order, completed=frozenset({0})):
+        return place_ops({0: [dict(op, i=i, k=0, v=n, a=0) for n, i in enumerate(order)]}, [(2, 3)],
+                         set(completed), lambda r: r["v"], "qemu")
+
+    assert place([0, 1, 0, 1, 0, 1]) == ({0: [0, 1, 2, 3, 4, 5]}, {})
+    assert place([0, 1, 1, 0, 1]) == (
+        {0: [0, 1]}, {0: ("its op 0 (run 2 of 3) frame did not come next (a frame lost, repeated or out of "
+                          "order), its op 1 frame came in its place", "only its first 1 of 3 runs judged")})
+    assert place([0, 1, 0]) == ({0: [0, 1, 2]}, {0: ("its op 1 (run 2 of 3) frame was lost, its end frame "
+                                                     "came back before it", "only its first 1 of 3 runs judged")})
+    assert place([0, 1, 0], completed=()) == ({0: [0, 1, 2]}, {})   # no end frame: no_record() says so
+    assert place([0, 1, 0, 1, 0, 1, 0])[1][0][0] == "more op frames came back than it has ops (op 0 after its last)"

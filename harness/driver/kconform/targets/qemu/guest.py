@@ -28,7 +28,9 @@ MAX_BOOTS = 8             # resumes after crashes before giving up
 @dataclasses.dataclass
 class GuestRun:
     identity: dict                    # the observations' identity record
-    observations: dict                # s -> [[kind, value, aux], ...]
+    # s -> [[kind, value, aux], ...], each op placed by its frame's op index, contiguous
+    # from op 0 up to the first frame lost, repeated or out of order (replay.place_ops())
+    observations: dict
     crashes: list                     # [Crash]
     warnings: list                    # console kernel warnings: (line, scenario)
     boots: list                       # [Boot]
@@ -44,6 +46,8 @@ class GuestRun:
     completed: set = dataclasses.field(default_factory=set)  # 'end' frames: run to its end
     # (first scenario not run, why the run ended before it), or None: replay.no_record()
     ended: tuple | None = None
+    # s -> (why its op frames were cut short, what was judged): replay.place_ops()
+    cut: dict = dataclasses.field(default_factory=dict)
 
 
 def agent_binary() -> Path:
@@ -69,7 +73,7 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
     total = engine.pack(files, pack)
     initrd = build_initramfs(kernel, agent_binary(), pack, cache_dir(), log)
 
-    obs: dict[int, list] = {}
+    frames: dict[int, list] = {}          # s -> its op frames as they came (placed below)
     state = {"identity": None, "done": 0}
     crashes, boots, warnings = [], [], []
     start_from = 0
@@ -91,11 +95,10 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
         elif t == "module" and not rec.get("ok"):
             log(f"kconform: qemu: module {rec.get('name')} did not load: {rec.get('errno')}")
         elif t == "begin":
-            obs[rec["s"]] = []
+            frames[rec["s"]] = []
             began[rec["s"]] = time.monotonic() - t_start
         elif t == "op":
-            # [kind, value, aux] and, after an op that can change data, the pages re-read
-            obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"]] + ([rec["c"]] if "c" in rec else []))
+            frames.setdefault(rec["s"], []).append(rec)
             state["done"] += 1
             if progress and state["done"] % 50 == 0:
                 progress(state["done"], 0)
@@ -150,12 +153,17 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
         raise ToolError(f"target qemu: the guest never reported a probe "
                         f"({c.kind + ': ' + c.detail if c else 'no frames'}); console log: "
                         f"{boots[-1].console}")
+    # Each op where its op index "i" puts it (an import here: replay.py imports this module).
+    # [kind, value, aux] and, after an op that can change data, the pages re-read.
+    from kconform.targets.qemu.replay import place_ops, scenario_shapes
+    obs, cut = place_ops(frames, scenario_shapes(engine, files), completed,
+                         lambda r: [r["k"], r["v"], r["a"]] + ([r["c"]] if "c" in r else []), "qemu")
     p = state["identity"]
     identity = {"type": "identity", "target": "qemu", "release": p["release"],
                 "profile": p["profile"], "caps": p["caps"], "cap_bits": p["cap_bits"],
                 "seconds": agent_seconds}
     return GuestRun(identity, obs, crashes, warnings, boots, agent_seconds, agent_ops, agent_scenarios,
-                    kernel, work, began, total, skipped, completed, ended)
+                    kernel, work, began, total, skipped, completed, ended, cut)
 
 
 def write_observations(g: GuestRun, path: Path) -> None:

@@ -16,9 +16,11 @@ Every scenario given is accounted for in the verdicts: one the agent reports it 
 run ("caps": capabilities the kernel lacks; "skip": what this target cannot do) is
 written `unsupported` with the reason by the replay, as every target's run writes one;
 one for which no frame ever came back (frames lost, the boots used up, a crash with no
-scenario in flight that ended the run), or whose end frame did not (judged only up to its
-last op frame), is a QEMU.NO-RECORD finding (targets/qemu/replay.py no_record(), which
-the x86 qemu target shares).
+scenario in flight that ended the run), whose end frame did not (judged only up to its
+last op frame), or one of whose op frames was lost, repeated or out of order (each op
+is placed by its frame's op index "i"; judged only up to the op before it), is a
+QEMU.NO-RECORD finding (targets/qemu/replay.py no_record() and place_ops(), which the
+x86 qemu target shares).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from kconform.sources.kernel_image import Kernel
 from kconform.targets.qemu.boot import NONFATAL_KINDS, QemuProcess, console_events, in_flight_at
 from kconform.targets.qemu.frames import FrameStream
 from kconform.targets.qemu.initramfs import cache_archive
-from kconform.targets.qemu.replay import console_findings, no_record, no_record_findings, scenario_locations
+from kconform.targets.qemu.replay import (console_findings, no_record, no_record_findings, place_ops,
+                                          scenario_locations, scenario_shapes)
 from kconform.targets.qemu_arm64 import agent as agent_build
 from kconform.targets.qemu_arm64 import boot, firmware, module, toolchain
 from kconform.targets.qemu_arm64.initramfs import BUSYBOX
@@ -284,7 +287,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     total = engine.pack(files, pack)
     initrd = build_initrd(kernel, ko, agent, pack, log)
 
-    obs: dict[int, list] = {}
+    frames: dict[int, list] = {}          # s -> its op frames as they came (place_ops() below)
     skipped: dict[int, str] = {}          # s -> the agent's why ("skip")
     missing: dict[int, int] = {}          # s -> capability bits the kernel lacks ("caps")
     completed: set[int] = set()           # "end": run to its end
@@ -303,9 +306,9 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
                 raise ToolError(f"target {TARGET}: the agent cannot run: {rec.get('error')}; see {work}/console-*.log")
             state["probe"] = rec
         elif t == "begin":
-            obs[rec["s"]] = []
+            frames[rec["s"]] = []
         elif t == "op":
-            obs.setdefault(rec["s"], []).append([rec["k"], rec["v"], rec["a"], rec["r"]])
+            frames.setdefault(rec["s"], []).append(rec)
             state["ops"] += 1
             if state["ops"] % 200 == 0:
                 print(f"kconform: {TARGET}: {state['ops']} ops received", file=sys.stderr, flush=True)
@@ -358,6 +361,9 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
         raise ToolError(f"target {TARGET}: the {flavour} kernel reports PAGE_SIZE {state['probe']['page_size']}, "
                         f"not the {page_size} asked for")
     ident = identity(state["probe"], fw.tfa_version, agent_seconds, built, firmware.tfa_max_fnum(log))
+    # Each op where its op index "i" puts it, up to the first frame lost, repeated or out of order.
+    obs, cut = place_ops(frames, scenario_shapes(engine, files), completed,
+                         lambda r: [r["k"], r["v"], r["a"], r["r"]], TARGET)
     obs_path = work / "observations.jsonl"
     with naming(obs_path), open(obs_path, "x") as f:
         f.write(json.dumps(ident) + "\n")
@@ -373,7 +379,7 @@ def run_target(engine: Engine, files: list[str], raw_out: Path, out_dir: Path, l
     (work / "stops.json").write_text(json.dumps(stops, indent=1) + "\n")
     run = engine.replay(obs_path, files, raw_out, TARGET)
     in_flight = {c[0][2] for c in crashes if c[0][2] is not None}   # each a QEMU.<crash> finding
-    lost = no_record(total, obs, completed, in_flight | set(missing) | set(skipped), ended, boots)
+    lost = no_record(total, obs, completed, in_flight | set(missing) | set(skipped), ended, boots, cut)
     first = boots[0].first_op - boots[0].started if boots[0].first_op else None
     rate = agent_scenarios / agent_seconds if agent_seconds else None
     wall = time.monotonic() - t0
