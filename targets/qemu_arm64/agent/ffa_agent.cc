@@ -295,7 +295,8 @@ class Agent {
       in[k] = to_real(in[k]);
       moved[k] = in[k] != scen[k];
     };
-    const uint32_t fid = static_cast<uint32_t>(in[0]) & ~F::kSmc64Bit;
+    // The SVE hint does not change the call (SMCCC:HINT).
+    const uint32_t fid = static_cast<uint32_t>(F::without_hint(in[0])) & ~F::kSmc64Bit;
     if (fid == (F::kFnRxtxMap64 & ~F::kSmc64Bit)) {
       move(1);
       move(2);
