@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
@@ -146,6 +148,46 @@ std::vector<std::pair<size_t, size_t>> args_of(const Scenario& s, bool (*want)(A
   }
   return out;
 }
+
+// An argument index of a named op, -1 if the table has no such op or argument.
+int arg_index(const AbiSpec& abi, const char* op, const char* arg, int* code) {
+  std::optional<uint8_t> c = op_code_by_name(abi, op);
+  if (!c) return -1;
+  *code = *c;
+  const OpSpec& spec = abi.ops[*c];
+  for (size_t a = 0; a < spec.args.size(); ++a)
+    if (std::string_view(spec.args[a].name) == arg) return static_cast<int>(a);
+  return -1;
+}
+
+}  // namespace
+
+void carry_tie(Scenario& s, size_t i, size_t a, Rng& rng) {
+  const AbiSpec& abi = abi_spec(s.abi);
+  for (const ArgTie& t : abi.engine.ties) {
+    int call = -1, writer = -1;
+    const int call_arg = arg_index(abi, t.op, t.arg, &call), writer_arg = arg_index(abi, t.from_op, t.from_arg, &writer);
+    if (call_arg < 0 || writer_arg < 0) continue;  // MutatorTest.EveryTieNamesRealArguments fails
+    const uint64_t v = s.ops[i].args[a];
+    if (s.ops[i].code == call && static_cast<int>(a) == call_arg) {
+      if (!chance(rng, 50)) return;
+      for (size_t j = i; j-- > 0;)
+        if (s.ops[j].code == writer) {
+          s.ops[j].args[writer_arg] = v;
+          return;
+        }
+    } else if (s.ops[i].code == writer && static_cast<int>(a) == writer_arg) {
+      if (!chance(rng, 50)) return;
+      for (size_t j = i + 1; j < s.ops.size(); ++j)
+        if (s.ops[j].code == call) {
+          s.ops[j].args[call_arg] = v;
+          return;
+        }
+    }
+  }
+}
+
+namespace {
 
 bool is_value(ArgKind k) { return k == ArgKind::kInt || k == ArgKind::kFlags || k == ArgKind::kEnum; }
 bool is_flags(ArgKind k) { return k == ArgKind::kFlags || k == ArgKind::kEnum; }
@@ -330,6 +372,7 @@ Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& byt
         auto [j, b] = args[pick<size_t>(rng, 0, args.size() - 1)];
         v = s.ops[j].args[b];
       }
+      carry_tie(s, i, a, rng);
       break;
     }
     case Mutation::kFlipFlagBit: {

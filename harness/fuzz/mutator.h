@@ -53,6 +53,13 @@ void repair(Scenario& s, const Limits& lim);
 // lim.max_ops are dropped from the end.
 void splice(Scenario& s, const Scenario& block, size_t pos, const Limits& lim);
 
+// After a value mutation set s.ops[op].args[arg]: half the time (by rng) the
+// argument tied to it (EngineHints::ties) takes the same value, in the nearest
+// earlier op of the tie's writing kind if a call's side changed, or in the
+// nearest later call if the writer's side changed. kBoundaryArg, kNudgeArg and
+// kCopyArg call it.
+void carry_tie(Scenario& s, size_t op, size_t arg, Rng& rng);
+
 // One mutation of s (valid in, valid out). Returns which was applied.
 Mutation mutate(Scenario& s, Rng& rng, const Limits& lim, const ByteMutator& bytes = {});
 

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <span>
+#include <string_view>
+#include <utility>
 
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
@@ -106,7 +109,65 @@ TEST_P(MutatorTest, IsDeterministicGivenTheSeed) {
   }
 }
 
+TEST_P(MutatorTest, EveryTieNamesRealArguments) {
+  const AbiSpec& abi = abi_spec(GetParam());
+  for (const ArgTie& t : abi.engine.ties)
+    for (auto [op, arg] : {std::pair{t.op, t.arg}, std::pair{t.from_op, t.from_arg}}) {
+      std::optional<uint8_t> code = op_code_by_name(abi, op);
+      ASSERT_TRUE(code) << op;
+      bool found = false;
+      for (const ArgSpec& a : abi.ops[*code].args) found |= std::string_view(a.name) == arg;
+      EXPECT_TRUE(found) << op << " has no argument " << arg;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Abis, MutatorTest, ::testing::Values(Abi::kGmem, Abi::kFfa));
+
+TEST(MutatorFfa, TheReclaim2OffsetAndItsConstituentsMoveTogetherHalfTheTime) {
+  // The third starter: a lend, then tx_constituents offset=0, mem_reclaim2 (w4 0),
+  // tx_constituents offset=32, mem_reclaim2 offset=32.
+  const AbiSpec& abi = abi_spec(Abi::kFfa);
+  const uint8_t cons = *op_code_by_name(abi, "tx_constituents"), r2 = *op_code_by_name(abi, "mem_reclaim2");
+  const Scenario& lend = starters(Abi::kFfa)[2];
+  std::vector<size_t> at_cons, at_r2;
+  for (size_t i = 0; i < lend.ops.size(); ++i) {
+    if (lend.ops[i].code == cons) at_cons.push_back(i);
+    if (lend.ops[i].code == r2) at_r2.push_back(i);
+  }
+  ASSERT_EQ(at_cons.size(), 2u);
+  ASSERT_EQ(at_r2.size(), 2u);
+  ASSERT_LT(at_cons[1], at_r2[1]);
+  constexpr size_t kR2Offset = 2, kConsOffset = 0;
+  const unsigned kTries = 400;
+  unsigned moved_back = 0, moved_forward = 0;
+  for (unsigned seed = 0; seed < kTries; ++seed) {
+    Rng rng(seed);
+    // The call's side changed: the nearest earlier writer follows, no other op.
+    Scenario s = lend;
+    s.ops[at_r2[1]].args[kR2Offset] = 0xff0;
+    carry_tie(s, at_r2[1], kR2Offset, rng);
+    if (s.ops[at_cons[1]].args[kConsOffset] == 0xff0) ++moved_back;
+    else EXPECT_EQ(s.ops[at_cons[1]].args[kConsOffset], 32u);
+    EXPECT_EQ(s.ops[at_cons[0]].args[kConsOffset], 0u) << "not the nearest writer";
+    EXPECT_EQ(s.ops[at_r2[0]].args[kR2Offset], 0u);
+    // The writer's side changed: the nearest later call follows.
+    s = lend;
+    s.ops[at_cons[0]].args[kConsOffset] = 0x3ff0;
+    carry_tie(s, at_cons[0], kConsOffset, rng);
+    if (s.ops[at_r2[0]].args[kR2Offset] == 0x3ff0) ++moved_forward;
+    else EXPECT_EQ(s.ops[at_r2[0]].args[kR2Offset], 0u);
+    EXPECT_EQ(s.ops[at_r2[1]].args[kR2Offset], 32u) << "not the nearest call";
+    // An argument that is not tied moves nothing.
+    s = lend;
+    s.ops[at_r2[1]].args[3] = 7;  // count
+    carry_tie(s, at_r2[1], 3, rng);
+    EXPECT_EQ(s.ops[at_cons[1]].args[kConsOffset], 32u);
+  }
+  EXPECT_GT(moved_back, kTries / 4);
+  EXPECT_LT(moved_back, kTries * 3 / 4);
+  EXPECT_GT(moved_forward, kTries / 4);
+  EXPECT_LT(moved_forward, kTries * 3 / 4);
+}
 
 // A RECLAIM2 call that can reclaim: a mem_reclaim2 with count >= 1 whose handle
 // was made by an earlier share, lend or donate, and before it (after that call) a

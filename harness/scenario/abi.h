@@ -63,6 +63,15 @@ struct RecordField {
   uint64_t lo, step, steps;
 };
 
+// Two arguments that name the same place (ArgTie): a call's `arg` reads what
+// the nearest earlier harness op `from_op` wrote at its `from_arg`.
+struct ArgTie {
+  const char* op;
+  const char* arg;
+  const char* from_op;
+  const char* from_arg;
+};
+
 // What the engines that make and bound inputs (harness/fuzz: the fuzz runner
 // and the mutator) know of an ABI beyond its ops.
 struct EngineHints {
@@ -87,6 +96,12 @@ struct EngineHints {
   // is reached from nothing. The first is what an empty fuzz input runs. A
   // short list: each should reach calls the others do not.
   std::span<const char* const> starters{};
+  // Arguments tied to where an earlier op put something (FF-A: FFA_MEM_RECLAIM2's
+  // TX offset and tx_constituents' offset). When a value mutation changes one
+  // side, the mutator moves the other side with it half the time, so the
+  // call's edge cases (a list ending at the buffer's end) are tried with real
+  // records there rather than with whatever the buffer held.
+  std::span<const ArgTie> ties{};
   // How many ops a fuzz input may have.
   size_t fuzz_max_ops = 32;
 };

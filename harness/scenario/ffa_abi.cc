@@ -148,7 +148,10 @@ constexpr uint64_t kFuzzValues[] = {
     0x80000000, 0x80001000, 0x80004000, 0x80008000, 0x80010000, 0x80014000, 0x80020000, 0x8003f000,
     0x80040000, 0x800ff000, 0x80100000, 0x8001, 0x8002, 0x8003, 0x8000, 0x10000, 0x10000001, 0x0fffffff,
     0x84000060, 0xC4000091, 0x84000077, 0xC4000073, 0xC4000072, 0x8400007B, 0x10001, 0x20002, 0x30000,
-    0x2f, 0x24, 0x10, 0xf0, 0x70, 0x60};
+    0x2f, 0x24, 0x10, 0xf0, 0x70, 0x60,
+    // TX offsets at the end of a one-page mailbox (4K, 16K): less one and two
+    // 16-byte constituent descriptors (FF-A v1.3 Table 5.16), and 8 bytes short.
+    0xfe0, 0xff0, 0xff8, 0x3fe0, 0x3ff0, 0x3ff8};
 // ranges byte strings: (address u64, pages u32) records (kRangeRecordBytes),
 // around the host memory the scenarios share, 1..8 pages.
 constexpr RecordField kRangeRecord[] = {{8, 0x80010000, 0x4000, 16}, {4, 1, 1, 7}};
@@ -204,11 +207,16 @@ constexpr const char* kStarters[] = {
     "mem_reclaim handle=0\n",
 };
 
+// FFA_MEM_RECLAIM2's w4 is the TX offset of its constituent descriptors, which
+// the harness writes with tx_constituents (EngineHints::ties).
+constexpr ArgTie kTies[] = {{"mem_reclaim2", "offset", "tx_constituents", "offset"}};
+
 constexpr EngineHints kEngine{
     .values = kFuzzValues,
     .record = kRangeRecord,
     .max_records = 3,
     .starters = kStarters,
+    .ties = kTies,
     .fuzz_max_ops = 48,  // a memory call needs about five ops of set-up
 };
 
