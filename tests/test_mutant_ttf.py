@@ -90,6 +90,75 @@ def test_every_finding_on_the_reference_means_not_found():
     assert r["found"] is None and len(r["excluded"]) == 2
 
 
+class StoreOnceFuzzer(FakeFuzzer):
+    """As the real fuzz process stores findings: one input per signature, until the
+    bench sets the stored one aside (KCONFORM_FUZZ_REARM)."""
+
+    def __init__(self, clock, processes):
+        super().__init__(clock, processes)
+        self.stored: set[str] = set()
+        self.set_aside_at: list[tuple[float, str]] = []
+
+    def run(self, seconds, seed, stop):
+        self.seeds.append(seed)
+        script = sorted(self.processes.pop(0) if self.processes else [], key=lambda c: c.at_s)
+        end_at = self.clock.t + seconds
+        for c in script:
+            if c.at_s > end_at:
+                break
+            self.clock.t = c.at_s
+            if stop():  # the bench's poll just before this input runs
+                return ProcessEnd(execs=self.execs)
+            if c.signature in self.stored:
+                continue
+            self.stored.add(c.signature)
+            self.pending.append(c)
+            if stop():
+                return ProcessEnd(execs=self.execs)
+        self.clock.t = end_at
+        return ProcessEnd(execs=self.execs)
+
+    def set_aside(self, c):
+        self.set_aside_at.append((self.clock.t, c.signature))
+        self.stored.discard(c.signature)
+
+
+def test_a_signature_first_met_on_a_seed_is_judged_again_on_a_later_input():
+    # The seed's input has the mutant's signature; 6 s later a mutated input has it too.
+    clock = Clock()
+    fz = StoreOnceFuzzer(clock, [[rule(0.5, "FFA.R2.UNSHARE mem_reclaim2", b"seed-1"),
+                                  rule(1.0, "FFA.R2.UNSHARE mem_reclaim2", b"seed-1"),
+                                  rule(6.0, "FFA.R2.UNSHARE mem_reclaim2", b"mutated")]])
+    r = hunt(fz, clock, seeds=[b"seed-1"])
+    assert r["found"] is not None and r["found"]["seconds"] == 6.0
+    assert [x["why"] for x in r["excluded"]] == ["a seed's input"]
+    assert fz.set_aside_at == [(6.0, "FFA.R2.UNSHARE mem_reclaim2")]  # set aside 1 s after, at the next check
+
+
+def test_without_set_aside_the_later_input_stays_hidden():
+    # What the bench measured before: the fuzz process never stores the signature again.
+    clock = Clock()
+    fz = StoreOnceFuzzer(clock, [[rule(0.5, "FFA.R2.UNSHARE mem_reclaim2", b"seed-1"),
+                                  rule(6.0, "FFA.R2.UNSHARE mem_reclaim2", b"mutated")]])
+    fz.set_aside = lambda c: None
+    r = hunt(fz, clock, seeds=[b"seed-1"])
+    assert r["found"] is None
+
+
+def test_a_signature_the_reference_always_shares_is_set_aside_ever_more_slowly():
+    clock = Clock()
+    every_second = [rule(float(t), "FFA.A mem_share", bytes([t])) for t in range(1, 200)]
+    fz = StoreOnceFuzzer(clock, [every_second])
+    r = hunt(fz, clock, on_ref=lambda c: True, budget=200)
+    assert r["found"] is None
+    gaps = [b[0] - a[0] for a, b in zip(fz.set_aside_at, fz.set_aside_at[1:])]
+    # Excluded at 1 s, set aside 1 s later; the next input is excluded at once and set
+    # aside 2 s later, then 4, 8, ... up to the cap.
+    assert fz.set_aside_at[:3] == [(2.0, "FFA.A mem_share"), (4.0, "FFA.A mem_share"), (8.0, "FFA.A mem_share")]
+    assert gaps[:5] == [2.0, 4.0, 8.0, 16.0, 32.0] and set(gaps[4:]) == {ttf.REARM_MAX_S}
+    assert len(r["excluded"]) == len(fz.set_aside_at) + 1  # the last one not yet due at the end
+
+
 def test_a_finding_whose_input_is_a_seed_does_not_count():
     clock = Clock()
     fz = FakeFuzzer(clock, [[rule(0.5, "FFA.A mem_share", b"seed-1"), rule(20, "FFA.C mem_share", b"mutated")]])
@@ -213,6 +282,23 @@ def test_libfuzzer_findings_are_timed_from_the_run_start(tmp_path):
     assert len(got) == 1 and abs(got[0].at_s - 17.5) < 1e-6
     assert got[0].signature == "FFA.R2.PAGE_INDEX mem_reclaim2" and got[0].data == b"input"
     assert fz.new_findings() == []
+
+
+def test_libfuzzer_set_aside_moves_the_finding_away_and_its_next_input_is_new(tmp_path):
+    fz = ttf.LibFuzzer(Path("/nonexistent"), tmp_path, [], {})
+    stem = "violation-FFA.R2.UNSHARE-mem_reclaim2-0123456789abcdef"
+    for ext, data in ((".kcsb", b"seed"), (".kcs", b"text"), (".jsonl", b"{}"), (".log", b"line")):
+        (fz.findings / (stem + ext)).write_bytes(data)
+    (first,) = fz.new_findings()
+    fz.set_aside(first)
+    assert sorted(f.name for f in fz.findings.iterdir() if f.is_file()) == []
+    away = sorted(f.name for f in (tmp_path / "excluded").iterdir())
+    assert away == [f"{stem}.0{e}" for e in (".jsonl", ".kcs", ".kcsb", ".log")]  # kept, not deleted
+    (fz.findings / (stem + ".kcsb")).write_bytes(b"mutated")  # the process stores the next one
+    (second,) = fz.new_findings()
+    assert second.data == b"mutated"
+    fz.set_aside(second)
+    assert (tmp_path / "excluded" / f"{stem}.1.kcsb").read_bytes() == b"mutated"
 
 
 def _scenario(name: bytes, caps: int = 0, ops: bytes = b"\x01\x02\x03") -> bytes:

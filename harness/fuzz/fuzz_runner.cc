@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "harness/runner/group.h"
 #include "harness/runner/step.h"
@@ -110,7 +111,19 @@ FindingStore::~FindingStore() {
 void FindingStore::executed() {
   ++execs_;
   dirty_ = true;
-  if ((execs_ & 63) == 0 && now_ns() - last_flush_ns_ > 1000000000) flush();
+  if ((execs_ & 63) == 0 && now_ns() - last_flush_ns_ > 1000000000) {
+    rearm_removed();
+    flush();
+  }
+}
+
+void FindingStore::rearm_removed() {
+  if (!rearm_) return;
+  for (auto& [key, c] : counts_)
+    if (!c.known && !c.stem.empty() && ::access((dir_ + "/" + c.stem + ".kcsb").c_str(), F_OK) != 0) {
+      c.stem.clear();
+      c.rearmed = true;
+    }
 }
 
 void FindingStore::flush() {
@@ -147,7 +160,8 @@ std::string FindingStore::record(const Scenario& s, const Finding& f, const Step
   auto [it, first] = counts_.try_emplace(Key{sig, f.known});
   Count& c = it->second;
   ++c.count;
-  if (!first) return "";
+  if (!first && !c.rearmed) return "";
+  c.rearmed = false;
   c.known = f.known;
   if (f.known) return "";
   std::string rules = f.rules;
@@ -237,6 +251,7 @@ FuzzRunner::FuzzRunner(OpenTarget opened, const FuzzConfig& cfg, Mode mode)
 
 void FuzzRunner::record_to(const std::string& dir) {
   store_ = std::make_unique<FindingStore>(dir);
+  if (const char* r = std::getenv(kEnvRearm)) store_->set_rearm(std::string_view(r) == "1");
   mode_ = Mode::kRecord;
 }
 

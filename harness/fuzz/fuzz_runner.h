@@ -55,10 +55,17 @@ namespace kconform::fuzz {
 //   KCONFORM_FUZZ_FINDINGS     (set by `kconform fuzz`) a folder: findings are recorded
 //                              there (FindingStore) and never stop the process
 //   KCONFORM_FUZZ_NO_RULE_FEATURES  1: rule sides are not coverage features (rule_features.h)
+//   KCONFORM_FUZZ_REARM        1: a stored finding whose .kcsb is taken away while
+//                              the process runs is stored again at its next
+//                              occurrence (FindingStore::rearm_removed; the mutant
+//                              bench sets it: it moves away the findings it does not
+//                              count, a seed's input or one the unmutated code shares,
+//                              so the signature's next input is judged too)
 inline constexpr const char* kEnvBaseline = "KCONFORM_FUZZ_BASELINE";
 inline constexpr const char* kEnvFindings = "KCONFORM_FUZZ_FINDINGS";
 inline constexpr const char* kEnvKnownRules = "KCONFORM_FUZZ_KNOWN_RULES";
 inline constexpr const char* kEnvKnownLog = "KCONFORM_FUZZ_KNOWN_LOG";
+inline constexpr const char* kEnvRearm = "KCONFORM_FUZZ_REARM";
 
 // Whether text matches a pattern whose only wildcards are `*` (any run of
 // characters, `/` too) and `?` (one character): Python's fnmatchcase on
@@ -124,6 +131,12 @@ class FindingStore {
   std::string record(const Scenario& s, const Finding& f, const StepResult& r, const TargetIdentity& id,
                      std::span<const uint8_t> input);
   void executed();
+  // executed() calls rearm_removed() at most once a second. With rearm on
+  // (KCONFORM_FUZZ_REARM), a signature this process stored, or found stored, whose
+  // .kcsb is no longer there is then stored again at its next occurrence; off, it
+  // does nothing.
+  void set_rearm(bool on) { rearm_ = on; }
+  void rearm_removed();
   // Notes that an op was on this side of rule (a RuleHit).
   void reached(RuleId rule, bool forbidden);
   void flush();
@@ -132,6 +145,7 @@ class FindingStore {
     std::string stem;  // where it is stored; "" when known (or not stored: a write failed)
     bool known = false;
     uint64_t count = 0;
+    bool rearmed = false;  // its .kcsb was taken away: the next occurrence is stored
   };
   // By (signature, known): whether an occurrence is known depends on its
   // scenario's name (the baseline's patterns), so one signature can be met
@@ -152,6 +166,7 @@ class FindingStore {
   uint64_t execs_ = 0;
   int64_t last_flush_ns_ = 0;
   bool dirty_ = false;
+  bool rearm_ = false;
 };
 
 class FuzzRunner {

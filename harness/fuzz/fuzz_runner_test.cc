@@ -462,6 +462,35 @@ TEST_F(RecordFindings, ADuplicateFromAnotherProcessIsCountedNotStoredAgain) {
   EXPECT_EQ(fs::path(dir_ / (c.stem + ".kcsb")), kcsb) << "the duplicate names where it is stored";
 }
 
+TEST_F(RecordFindings, ARemovedFindingIsStoredAgainOnlyWithRearm) {
+  for (const bool rearm : {false, true}) {
+    SCOPED_TRACE(rearm ? "KCONFORM_FUZZ_REARM=1" : "no rearm");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    if (rearm) ::setenv(kEnvRearm, "1", 1);
+    auto fuzz = lying_runner();
+    fuzz->record_to(dir_.string());
+    ::unsetenv(kEnvRearm);
+    ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+    ASSERT_EQ(stored(".kcsb").size(), 1u);
+    const fs::path kcsb = stored(".kcsb")[0];
+    // The mutant bench moves a finding it does not count out of the folder.
+    fs::rename(kcsb, dir_ / "excluded.kcsb.away");
+    ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+    EXPECT_FALSE(fs::exists(kcsb)) << "not before the store looks";
+    fuzz->store()->rearm_removed();  // what executed() does at most once a second
+    ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+    ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+    EXPECT_EQ(fs::exists(kcsb), rearm) << "stored again at the next occurrence only with rearm";
+    EXPECT_EQ(fuzz->store()->counts().begin()->second.count, 4u) << "every occurrence counted";
+    if (rearm) {
+      EXPECT_EQ(fuzz->store()->counts().begin()->second.stem, kcsb.stem().string());
+      ASSERT_EQ(fuzz->run(bytes_.data(), bytes_.size()), 0);
+      EXPECT_EQ(stored(".kcsb").size(), 1u) << "then a duplicate again";
+    }
+  }
+}
+
 TEST_F(RecordFindings, ABaselinedFindingIsCountedNotStored) {
   std::vector<Finding> found = lying_runner()->run_scenario(s_);
   ASSERT_EQ(found.size(), 1u);

@@ -203,6 +203,13 @@ class Fuzzer:
     def drop_from_corpus(self, data: bytes) -> None:
         """Takes an input out of the corpus (a crashing seed would crash every restart)."""
 
+    def set_aside(self, c: Candidate) -> None:
+        """Moves an excluded finding out of the findings folder (kept beside it), so that
+        the next input with its signature is stored and judged too. The fuzz process
+        stores one input per signature; without this, a signature whose first input was
+        a seed's, or one the unmutated code shares, hid every later input of it, the
+        mutant's own included (KCONFORM_FUZZ_REARM, harness/fuzz/fuzz_runner.h)."""
+
 
 def sha1(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
@@ -249,6 +256,11 @@ def seed_keys(seeds: list[bytes]) -> set[str]:
 
 # libFuzzer keeps to -max_total_time in whole seconds and stops at its next check.
 EARLY_END_SLACK_S = 5
+# An excluded signature is set aside (Fuzzer.set_aside) 1, 2, 4, ... s after its
+# n-th exclusion, at most this long: each next input of it costs a replay on the
+# unmutated build, so a signature the reference always shares is replayed about
+# log2(budget) + budget / REARM_MAX_S times.
+REARM_MAX_S = 32
 
 
 def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes: set[str], budget: float,
@@ -260,12 +272,21 @@ def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes:
     found: Candidate | None = None
     excluded: list[dict] = []
     execs, restarts = 0, 0
+    times_excluded: dict[str, int] = {}
+    set_aside: list[tuple[float, Candidate]] = []  # (when, finding) to set aside
+
+    def exclude(c: Candidate, why: str) -> None:
+        excluded.append({"at_s": round(c.at_s, 2), "signature": c.signature, "why": why})
+        if c.kind != "rule" or why == "after the budget":
+            return
+        n = times_excluded[c.signature] = times_excluded.get(c.signature, 0) + 1
+        set_aside.append((clock() + min(2 ** (n - 1), REARM_MAX_S), c))
 
     def judge(c: Candidate) -> bool:
         """Whether c counts; else it goes to excluded."""
         nonlocal found
         if c.at_s > budget:
-            excluded.append({"at_s": round(c.at_s, 2), "signature": c.signature, "why": "after the budget"})
+            exclude(c, "after the budget")
             return False
         if sha1(c.data) in seed_hashes or scenario_key(c.data) in seed_hashes:
             why = "a seed's input"
@@ -275,10 +296,14 @@ def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes:
             found = c
             log(f"found {c.signature} at {c.at_s:.1f} s")
             return True
-        excluded.append({"at_s": round(c.at_s, 2), "signature": c.signature, "why": why})
+        exclude(c, why)
         return False
 
     def check() -> bool:
+        now = clock()
+        for when, c in [x for x in set_aside if x[0] <= now]:
+            set_aside.remove((when, c))
+            fuzzer.set_aside(c)
         for c in sorted(fuzzer.new_findings(), key=lambda c: c.at_s):
             if judge(c):
                 return True
@@ -409,7 +434,7 @@ class LibFuzzer(Fuzzer):
         cmd = [str(self.binary), str(self.corpus), f"-max_total_time={max(1, int(seconds))}", f"-seed={seed}",
                f"-dict={REPO / 'harness' / 'fuzz' / 'ffa.dict'}", "-max_len=8192", f"-timeout={TIMEOUT_S}",
                "-rss_limit_mb=4096", f"-artifact_prefix={self.art}/", "-print_final_stats=1"]
-        env = dict(self.env, KCONFORM_FUZZ_FINDINGS=str(self.findings))
+        env = dict(self.env, KCONFORM_FUZZ_FINDINGS=str(self.findings), KCONFORM_FUZZ_REARM="1")
         t_start = time.monotonic()
         stopped = False
         with open(log_path, "w") as logf, procs.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logf, env=env,
@@ -451,6 +476,18 @@ class LibFuzzer(Fuzzer):
             out.append(Candidate(at_s=kcsb.stat().st_mtime - self.t0_wall, kind="rule", signature=sig,
                                  rules=rules, data=kcsb.read_bytes(), path=kcsb))
         return out
+
+    def set_aside(self, c: Candidate) -> None:
+        if c.path is None:
+            return
+        stem = c.path.name[:-len(".kcsb")]
+        away = self.work / "excluded"
+        away.mkdir(exist_ok=True)
+        n = sum(1 for _ in away.glob(f"{stem}.*.kcsb"))
+        for f in self.findings.glob(f"{stem}.*"):
+            if ".kcsb.tmp" not in f.name:
+                f.rename(away / f"{stem}.{n}{f.suffix}")
+        self.seen.discard(stem)
 
     def drop_from_corpus(self, data: bytes) -> None:
         for f in self.corpus.iterdir():
