@@ -33,6 +33,13 @@ time; the process is then ended) unless
   - it is on the reference: the input, replayed on the reference binary (record
     mode, a scratch folder), gives the same violation (rules and op kind), or, for
     a crash of the process, crashes the reference too.
+An excluded finding does not end the signature: the process stores one input per
+signature, so the first input of one (a seed's renamed by the mutator, which the
+by-name baseline misses, or one the reference shares) would hide every later input
+of it, the mutant's own included. The bench moves an excluded finding aside (into
+the run's excluded/ folder) 1, 2, 4, ... REARM_MAX_S s after its n-th exclusion, and
+the process (KCONFORM_FUZZ_REARM=1) stores the signature's next input, which is
+judged in turn.
 A crash of the process (the engine's crash path, e.g. a SEGV) ends it; the crashing
 input is judged the same way, and a new process resumes from the corpus with the
 time left (a crashing seed is taken out of the corpus first).
