@@ -46,12 +46,16 @@ class FakeFuzzer(ttf.Fuzzer):
             self.clock.t = c.at_s
             if c.kind == "crash":
                 return ProcessEnd(crash=c, execs=self.execs)
-            self.pending.append(c)
-            if stop():
+            if self.reveal(c, stop):
                 self.stopped_at.append(self.clock.t)
                 return ProcessEnd(execs=self.execs)
         self.clock.t = end_at
         return ProcessEnd(execs=self.execs)
+
+    def reveal(self, c, stop):
+        """c occurs now: the process stores it; True when the bench ends the process."""
+        self.pending.append(c)
+        return stop()
 
     def new_findings(self):
         out, self.pending = self.pending, []
@@ -99,24 +103,13 @@ class StoreOnceFuzzer(FakeFuzzer):
         self.stored: set[str] = set()
         self.set_aside_at: list[tuple[float, str]] = []
 
-    def run(self, seconds, seed, stop):
-        self.seeds.append(seed)
-        script = sorted(self.processes.pop(0) if self.processes else [], key=lambda c: c.at_s)
-        end_at = self.clock.t + seconds
-        for c in script:
-            if c.at_s > end_at:
-                break
-            self.clock.t = c.at_s
-            if stop():  # the bench's poll just before this input runs
-                return ProcessEnd(execs=self.execs)
-            if c.signature in self.stored:
-                continue
-            self.stored.add(c.signature)
-            self.pending.append(c)
-            if stop():
-                return ProcessEnd(execs=self.execs)
-        self.clock.t = end_at
-        return ProcessEnd(execs=self.execs)
+    def reveal(self, c, stop):
+        if stop():  # the bench's poll just before this input runs
+            return True
+        if c.signature in self.stored:
+            return False
+        self.stored.add(c.signature)
+        return super().reveal(c, stop)
 
     def set_aside(self, c):
         self.set_aside_at.append((self.clock.t, c.signature))
