@@ -491,7 +491,9 @@ class LibFuzzer(Fuzzer):
         away = self.work / "excluded"
         away.mkdir(exist_ok=True)
         n = sum(1 for _ in away.glob(f"{stem}.*.kcsb"))
-        for f in self.findings.glob(f"{stem}.*"):
+        # The .kcsb last: the process stores the signature again once it is gone, and
+        # its new .kcs/.jsonl/.log must not be taken for the old ones.
+        for f in sorted(self.findings.glob(f"{stem}.*"), key=lambda f: f.suffix == ".kcsb"):
             if ".kcsb.tmp" not in f.name:
                 f.rename(away / f"{stem}.{n}{f.suffix}")
         self.seen.discard(stem)
