@@ -142,7 +142,7 @@ class FindingStore {
   void flush();
 
   struct Count {
-    std::string stem;  // where it is stored; "" when known (or not stored: a write failed)
+    std::string stem;  // where it is stored; "" when known, rearmed, or not stored (a write failed)
     bool known = false;
     uint64_t count = 0;
     bool rearmed = false;  // its .kcsb was taken away: the next occurrence is stored

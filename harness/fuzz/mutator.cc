@@ -160,27 +160,51 @@ int arg_index(const AbiSpec& abi, const char* op, const char* arg, int* code) {
   return -1;
 }
 
+// An ArgTie as op codes and argument indexes.
+struct ResolvedTie {
+  int call, call_arg, writer, writer_arg;
+};
+
+// The ABI's ties resolved once (as starters() parses its starters once); one
+// that names no real argument is left out (MutatorTest.EveryTieNamesRealArguments fails).
+std::span<const ResolvedTie> resolved_ties(Abi abi) {
+  static const std::vector<std::pair<Abi, std::vector<ResolvedTie>>> kTies = [] {
+    std::vector<std::pair<Abi, std::vector<ResolvedTie>>> v;
+    for (const AbiSpec* a : all_abis()) {
+      std::vector<ResolvedTie> ties;
+      for (const ArgTie& t : a->engine.ties) {
+        ResolvedTie r{-1, -1, -1, -1};
+        r.call_arg = arg_index(*a, t.op, t.arg, &r.call);
+        r.writer_arg = arg_index(*a, t.from_op, t.from_arg, &r.writer);
+        if (r.call_arg >= 0 && r.writer_arg >= 0) ties.push_back(r);
+      }
+      v.emplace_back(a->abi, std::move(ties));
+    }
+    return v;
+  }();
+  for (const auto& [id, list] : kTies)
+    if (id == abi) return list;
+  return {};
+}
+
 }  // namespace
 
 void carry_tie(Scenario& s, size_t i, size_t a, Rng& rng) {
-  const AbiSpec& abi = abi_spec(s.abi);
-  for (const ArgTie& t : abi.engine.ties) {
-    int call = -1, writer = -1;
-    const int call_arg = arg_index(abi, t.op, t.arg, &call), writer_arg = arg_index(abi, t.from_op, t.from_arg, &writer);
-    if (call_arg < 0 || writer_arg < 0) continue;  // MutatorTest.EveryTieNamesRealArguments fails
-    const uint64_t v = s.ops[i].args[a];
-    if (s.ops[i].code == call && static_cast<int>(a) == call_arg) {
+  const int code = s.ops[i].code, arg = static_cast<int>(a);
+  const uint64_t v = s.ops[i].args[a];
+  for (const ResolvedTie& t : resolved_ties(s.abi)) {
+    if (code == t.call && arg == t.call_arg) {
       if (!chance(rng, 50)) return;
       for (size_t j = i; j-- > 0;)
-        if (s.ops[j].code == writer) {
-          s.ops[j].args[writer_arg] = v;
+        if (s.ops[j].code == t.writer) {
+          s.ops[j].args[t.writer_arg] = v;
           return;
         }
-    } else if (s.ops[i].code == writer && static_cast<int>(a) == writer_arg) {
+    } else if (code == t.writer && arg == t.writer_arg) {
       if (!chance(rng, 50)) return;
       for (size_t j = i + 1; j < s.ops.size(); ++j)
-        if (s.ops[j].code == call) {
-          s.ops[j].args[call_arg] = v;
+        if (s.ops[j].code == t.call) {
+          s.ops[j].args[t.call_arg] = v;
           return;
         }
     }

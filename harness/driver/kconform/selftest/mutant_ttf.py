@@ -308,8 +308,9 @@ def hunt(fuzzer: Fuzzer, on_reference: Callable[[Candidate], bool], seed_hashes:
 
     def check() -> bool:
         now = clock()
-        for when, c in [x for x in set_aside if x[0] <= now]:
-            set_aside.remove((when, c))
+        due = [c for when, c in set_aside if when <= now]
+        set_aside[:] = [x for x in set_aside if x[0] > now]
+        for c in due:
             fuzzer.set_aside(c)
         for c in sorted(fuzzer.new_findings(), key=lambda c: c.at_s):
             if judge(c):
