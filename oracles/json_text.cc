@@ -1,6 +1,7 @@
 // JSON text written directly (oracles/json_text.h).
 #include "oracles/json_text.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 
@@ -97,7 +98,7 @@ void json_put_string(std::string& o, std::string_view v) {
   o += '"';
 }
 
-void json_put_key(std::string& o, const char* key) {
+void json_put_key(std::string& o, std::string_view key) {
   o += o.size() > 1 ? ",\"" : "\"";
   o += key;
   o += "\":";
@@ -105,8 +106,8 @@ void json_put_key(std::string& o, const char* key) {
 
 void json_put_uint(std::string& o, uint64_t v) {
   char buf[24];
-  const int n = std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
-  o.append(buf, static_cast<size_t>(n));
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  o.append(buf, r.ptr);
 }
 
 }  // namespace kconform

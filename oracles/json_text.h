@@ -17,7 +17,7 @@ namespace kconform {
 // (json::type_error).
 void json_put_string(std::string& o, std::string_view v);
 // "key": preceded by a comma unless o holds only the opening brace.
-void json_put_key(std::string& o, const char* key);
+void json_put_key(std::string& o, std::string_view key);
 void json_put_uint(std::string& o, uint64_t v);
 
 }  // namespace kconform

@@ -173,8 +173,10 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   json_put_string(s, scenario);
   s.erase(0, 1);
   g_have_in_flight = 0;
-  std::strncpy(g_in_flight, s.c_str(), sizeof g_in_flight - 1);
-  g_in_flight[sizeof g_in_flight - 1] = 0;
+  // Up to its end, not strncpy's zero fill of the whole 4 KiB.
+  const size_t n = std::min(s.size(), sizeof g_in_flight - 1);
+  std::memcpy(g_in_flight, s.data(), n);
+  g_in_flight[n] = 0;
   g_have_in_flight = 1;
   g_seq.fetch_add(1);
   g_in_flight_now.store(true);

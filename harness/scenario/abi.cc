@@ -1,7 +1,9 @@
 // ABI table look-up and the canonical text of one argument or op.
 #include "harness/scenario/abi.h"
 
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace kconform {
@@ -51,20 +53,21 @@ std::optional<uint8_t> op_code_by_name(const AbiSpec& abi, std::string_view name
 namespace {
 
 std::string format_int(uint64_t v) {
-  char buf[32];
-  if (v < 4096)
-    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
-  else
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
+  // As printf's "%llu" below 4096, else "0x%llx".
+  char buf[32] = {'0', 'x'};
+  const bool hex = v >= 4096;
+  const std::to_chars_result r = std::to_chars(buf + (hex ? 2 : 0), buf + sizeof buf, v, hex ? 16 : 10);
+  return std::string(buf, r.ptr);
 }
 
 std::string format_hex_bytes(const std::vector<uint8_t>& bytes) {
   static const char kDigits[] = "0123456789abcdef";
-  std::string out = "hex:";
+  std::string out(4 + 2 * bytes.size(), '\0');
+  std::memcpy(out.data(), "hex:", 4);
+  char* p = out.data() + 4;
   for (uint8_t b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
+    *p++ = kDigits[b >> 4];
+    *p++ = kDigits[b & 15];
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // Tests of the text and binary scenario codecs, including malformed input.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "harness/scenario/abi.h"
@@ -364,6 +365,24 @@ TEST(ConcurrentCodecs, RandomGroupsRoundTripThroughBothForms) {
     EXPECT_EQ(from_text[0], s) << text;
   }
   EXPECT_GT(checked, 300);
+}
+
+// Scenario text prints integers as printf's "%llu" below 4096 and "0x%llx"
+// from there, and blobs as "hex:" and two lower-case digits a byte: the
+// formatter writes them without printf (it runs for every op of every run).
+TEST(TextCodec, IntegersAndBlobsPrintAsThePrintfReference) {
+  const ArgSpec int_arg{"n", ArgKind::kInt};
+  const ArgSpec bytes_arg{"b", ArgKind::kBytes};
+  Scenario s;
+  for (uint64_t v : {0ull, 1ull, 9ull, 10ull, 4095ull, 4096ull, 0xabcdefull, 0x80000000ull, 0xffffffffffffffffull,
+                     0x8000000000000000ull, 123456789ull}) {
+    char ref[32];
+    std::snprintf(ref, sizeof ref, v < 4096 ? "%llu" : "0x%llx", static_cast<unsigned long long>(v));
+    EXPECT_EQ(format_arg(int_arg, v, s), ref) << v;
+  }
+  s.blobs = {{}, {0x00, 0x0f, 0xf0, 0xff, 0x5a}};
+  EXPECT_EQ(format_arg(bytes_arg, 0, s), "hex:");
+  EXPECT_EQ(format_arg(bytes_arg, 1, s), "hex:000ff0ff5a");
 }
 
 }  // namespace

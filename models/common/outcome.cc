@@ -23,14 +23,9 @@ namespace {
 // "0x<hex>", as "0x%llx" prints it, without printf: verdicts print several
 // per op.
 void put_hex(std::string& s, uint64_t v) {
-  char buf[16];
-  int n = 0;
-  do {
-    buf[n++] = "0123456789abcdef"[v & 15];
-    v >>= 4;
-  } while (v);
-  s += "0x";
-  while (n) s += buf[--n];
+  char buf[18] = {'0', 'x'};
+  const std::to_chars_result r = std::to_chars(buf + 2, buf + sizeof buf, v, 16);
+  s.append(buf, r.ptr);
 }
 
 void put_dec(std::string& s, int64_t v) {

@@ -3,6 +3,7 @@
 #include "models/ffa/desc.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace kconform::ffa {
@@ -347,7 +348,7 @@ uint64_t region_size(const DescSpec& s) { return geometry(s).size; }
 uint64_t build_region(const DescSpec& s, std::span<uint8_t> out) {
   const Geometry g = geometry(s);
   if (s.n_receivers > kMaxReceivers || g.size > out.size() || g.comp_off > (1ull << 32)) return 0;
-  for (uint64_t i = 0; i < g.size; ++i) out[i] = 0;
+  std::memset(out.data(), 0, g.size);
   put_u16(out, 0, s.sender);
   if (s.layout == Layout::kV10) {
     out[2] = static_cast<uint8_t>(s.attributes);

@@ -186,6 +186,7 @@ void Spmc::reset(const SpmcConfig& config, std::span<uint8_t> phys, uint64_t phy
   permissive_ = false;
   for (Transaction& t : tx_) t.live = false;
   dirty_slots_ = (1u << kMaxTransactions) - 1;
+  for (uint32_t& n : ranges_hwm_) n = kMaxRanges;
 }
 
 std::vector<uint8_t> Spmc::bytes() const {
@@ -212,8 +213,18 @@ void Spmc::restore(const Spmc& snap) {
   phys_ = snap.phys_;
   phys_base_ = snap.phys_base_;
   std::memcpy(&session_, &snap.session_, sizeof session_);
-  for (uint32_t i = 0; i < kMaxTransactions; ++i)
-    if (dirty_slots_ >> i & 1) std::memcpy(&tx_[i], &snap.tx_[i], sizeof(Transaction));
+  // A slot's constituents past its high-water mark were not written since
+  // (copy_transaction() is the only writer): what they hold is the snap's.
+  constexpr size_t head = offsetof(Transaction, ranges), tail = offsetof(Transaction, total_pages);
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) {
+    if (!(dirty_slots_ >> i & 1)) continue;
+    char* d = reinterpret_cast<char*>(&tx_[i]);
+    const char* s = reinterpret_cast<const char*>(&snap.tx_[i]);
+    std::memcpy(d, s, head);
+    std::memcpy(d + head, s + head, std::min(ranges_hwm_[i], kMaxRanges) * sizeof(Constituent));
+    std::memcpy(d + tail, s + tail, sizeof(Transaction) - tail);
+  }
+  std::memcpy(ranges_hwm_, snap.ranges_hwm_, sizeof ranges_hwm_);
   std::memcpy(buf_, snap.buf_, buf_hwm_);
   std::memcpy(resp_, snap.resp_, resp_hwm_);
   dirty_slots_ = snap.dirty_slots_;
@@ -528,11 +539,12 @@ void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
           const uint32_t page = static_cast<uint32_t>(k);
           if (before.page_reclaimed(page) || (ans.tx.live && !ans.tx.page_reclaimed(page))) continue;
           if (uint8_t* m = phys_mut(before.ranges[i].address + uint64_t{p} * kFfaPage, kFfaPage))
-            for (uint64_t b = 0; b < kFfaPage; ++b) m[b] = 0;
+            std::memset(m, 0, kFfaPage);
         }
     }
     copy_transaction(tx_[ans.slot], ans.tx);
     dirty_slots_ |= 1u << ans.slot;
+    ranges_hwm_[ans.slot] = std::max(ranges_hwm_[ans.slot], std::min(ans.tx.n_ranges, kMaxRanges));
   }
   session_ = ans.after;
 }
@@ -752,8 +764,8 @@ void Spmc::frag_tx(Reply& r) const {
   s.sending = false;
   // The whole descriptor: the fragments received before, then this one.
   uint8_t whole[kMaxDescBytes];
-  for (uint32_t i = 0; i < t->received; ++i) whole[i] = buf_[i];
-  for (uint32_t i = 0; i < frag; ++i) whole[t->received + i] = r.tx[i];
+  std::memcpy(whole, buf_, t->received);
+  std::memcpy(whole + t->received, r.tx.data(), frag);
   const std::span<const uint8_t> desc(whole, t->total_len);
   if (const int32_t err = check_send(t->kind, desc, &h)) {
     r.ans.tx.live = false;

@@ -198,7 +198,10 @@ class Spmc {
   // Makes this SPMC byte for byte the snap it was copied from (snap = *this,
   // then mark_clean() on this), copying only the slots and buffer bytes
   // changed since: the per-scenario restore of the EL2 target and the model.
-  void mark_clean() { dirty_slots_ = 0, buf_hwm_ = 0, resp_hwm_ = 0; }
+  void mark_clean() {
+    dirty_slots_ = 0, buf_hwm_ = 0, resp_hwm_ = 0;
+    for (uint32_t& n : ranges_hwm_) n = 0;
+  }
   void restore(const Spmc& snap);
   // Every byte of this SPMC's state (tests: restore() is exact).
   std::vector<uint8_t> bytes() const;
@@ -317,8 +320,11 @@ class Spmc {
   Transaction tx_[kMaxTransactions];
   uint8_t buf_[kMaxDescBytes] = {};   // reassembly of the fragmented send in flight
   uint8_t resp_[kMaxDescBytes] = {};  // the retrieve response in flight
-  // What changed since mark_clean(): slots (bit i: tx_[i]), buf_[0, buf_hwm_), resp_[0, resp_hwm_).
+  // What changed since mark_clean(): slots (bit i: tx_[i]; of its
+  // constituents only tx_[i].ranges[0, ranges_hwm_[i]), copy_transaction()
+  // writing no more), buf_[0, buf_hwm_), resp_[0, resp_hwm_).
   uint32_t dirty_slots_ = 0;
+  uint32_t ranges_hwm_[kMaxTransactions] = {};
   uint32_t buf_hwm_ = 0;
   uint32_t resp_hwm_ = 0;
 };
