@@ -57,6 +57,7 @@ class FfaModel final : public Model {
     }
     h_.begin(skip_ram_restore_);
     planned_ = {};
+    pre_known_ = false;
   }
 
   void expect(const Scenario& s, size_t i, Expectation& out) override {
@@ -65,7 +66,9 @@ class FfaModel final : public Model {
     effects_.clear();
     planned_ = {&s, i};
     const Op& op = s.ops[i];
-    const uint64_t pre = world_->digest();
+    // A harness op changes nothing the digest covers (the host page views and
+    // the SPMC's table): after one, the digest is still the one it began with.
+    const uint64_t pre = pre_known_ ? pre_ : world_->digest();
     pre_ = pre;
     n_post_ = 0;
     switch (op.code) {
@@ -166,22 +169,30 @@ class FfaModel final : public Model {
 
   void commit(const Scenario& s, size_t i, const Outcome& observed) override {
     const Op& op = s.ops[i];
+    // pre_ stays the digest after a harness op whose expect() computed it.
+    const bool planned = planned_.s == &s && planned_.i == i;
+    pre_known_ = false;
     switch (op.code) {
       case kOpTxWrite:
       case kOpTxMemDesc:
       case kOpTxConstituents:
         h_.tx_write(profile_, s, op);
+        pre_known_ = planned;
         return;
       case kOpEl3Misbehave:
         world_->spmc.arm(static_cast<Fault>(op.args[0]), op.args[1]);
+        pre_known_ = planned;
         return;
       case kOpEl3Profile:
         world_->spmc.set_permissive(op.args[0] != 0);
+        pre_known_ = planned;
         return;
       case kOpHostFill:
         h_.host_fill(profile_, op);
+        pre_known_ = planned;
         return;
       case kOpHostCount:
+        pre_known_ = planned;
         return;
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
@@ -224,6 +235,7 @@ class FfaModel final : public Model {
   // it refused). Otherwise the model has lost track of the target.
   bool adopt(const Scenario& s, size_t i, const Outcome& observed, std::string* note) override {
     const Op& op = s.ops[i];
+    pre_known_ = false;
     if (op.code >= kOpCount) {
       *note = "unknown ffa op code " + std::to_string(op.code);
       return false;
@@ -389,6 +401,7 @@ class FfaModel final : public Model {
   // Of the op expect() last planned: the state before it, of a host call its
   // registers and the state each effect of its plan leaves (adopt).
   uint64_t pre_ = 0;
+  bool pre_known_ = false;  // pre_ is the world's digest now (commit() of a harness op)
   uint64_t in_[kCallRegs] = {};
   uint64_t post_[kMaxVariants] = {};
   uint32_t n_post_ = 0;

@@ -354,7 +354,9 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
   el3_fatal_ = false;
   const Op& op = s.ops[i];
   el2_tracker().BeginOp();  // the pages this op changes, with their views before (I1)
-  const uint64_t pre_spmc = el3_digest();
+  // The SPMC's digest before the op, for I1 (an FF-A error changes nothing):
+  // only the ops that can return one (a host call, a borrower's op) take it.
+  uint64_t pre_spmc = 0;
   uint64_t out[kNumRegs] = {};
   Outcome o = Outcome::ok(0);
   bool host_call = false, error_return = false;
@@ -388,6 +390,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
+        pre_spmc = el3_digest();
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
         if (el3_) {
           const int rc = el3_->sp_op(op.code == kOpSpRetrieve, handle(op.args[0]), sp, out, &breaks_);
@@ -410,6 +413,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         break;
       }
       default: {
+        pre_spmc = el3_digest();
         host_call = true;
         uint64_t in[kNumRegs];
         host_regs(op, in);
