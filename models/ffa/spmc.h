@@ -115,8 +115,9 @@ struct Transaction {
 
 // Copies what a transaction holds: its fields and its first n_ranges
 // constituents (the entries past n_ranges are never read). A whole copy is
-// 42 KiB, made several times per relayed call otherwise. Restore and
-// snapshot copy whole transactions, so restored state stays byte-exact.
+// 42 KiB, made several times per relayed call otherwise. Being the only
+// writer of a slot's constituents, it bounds what Spmc::restore copies back
+// (ranges_hwm_): the entries past that are still the snapshot's, byte for byte.
 inline void copy_transaction(Transaction& dst, const Transaction& src) {
   static_assert(std::is_trivially_copyable_v<Transaction> && std::is_standard_layout_v<Transaction>);
   constexpr size_t head = offsetof(Transaction, ranges), tail = offsetof(Transaction, total_pages);
