@@ -190,6 +190,21 @@ def test_no_protected_mode_no_firmware_and_a_panic_are_each_named():
     assert len(problems) == 3
 
 
+@pytest.mark.parametrize("cut", [
+    # Two boots of 2026-12-03: BL31 on one CPU traced an SMC while the other
+    # printed arm_ffa's line; the UART took bytes of both.
+    "[    3.47VERBOSE: SPM(1): 0x85984000064 0x1 7] AR0x0 0x0 0x0 0x0 0x0 0x0\r\nM FF-A: Firmware version 1.2 found\r\n",
+    "[    4.173VERBOSE: SPM(0): 0x84054000065 0x0 0x] AR0M FF-A: 0x0 0x0 0x0 0x0 0x0\r\n Firmware version 1.2 found\r\n",
+])
+def test_firmware_version_is_found_when_tfa_bytes_cut_into_the_kernels_line(cut):
+    text = ("[    3.476987] ARM FF-A: Driver version 1.2\r\n"
+            "VERBOSE: SPM(1): 0x84000064 0x2 0x0 0x0 0x0 0x0 0x0 0x0\r\n" + cut +
+            "[    3.482329] ARM FF-A: Notification setup failed -95, not enabled\r\n")
+    log = console.parse(text)
+    assert log.ffa_firmware == "1.2" and log.ffa_driver == "1.2"
+    assert not any("found no firmware" in p for p in log.problems())
+
+
 def test_nvhe_mode_and_crlf():
     log = console.parse("[    1.0] kvm [1]: Protected nVHE mode initialized successfully\r\n"
                         "NOTICE:  BL31: v2.12.1(release):\r\n")
