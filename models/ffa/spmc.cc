@@ -215,15 +215,8 @@ void Spmc::restore(const Spmc& snap) {
   std::memcpy(&session_, &snap.session_, sizeof session_);
   // A slot's constituents past its high-water mark were not written since
   // (copy_transaction() is the only writer): what they hold is the snap's.
-  constexpr size_t head = offsetof(Transaction, ranges), tail = offsetof(Transaction, total_pages);
-  for (uint32_t i = 0; i < kMaxTransactions; ++i) {
-    if (!(dirty_slots_ >> i & 1)) continue;
-    char* d = reinterpret_cast<char*>(&tx_[i]);
-    const char* s = reinterpret_cast<const char*>(&snap.tx_[i]);
-    std::memcpy(d, s, head);
-    std::memcpy(d + head, s + head, std::min(ranges_hwm_[i], kMaxRanges) * sizeof(Constituent));
-    std::memcpy(d + tail, s + tail, sizeof(Transaction) - tail);
-  }
+  for (uint32_t i = 0; i < kMaxTransactions; ++i)
+    if (dirty_slots_ >> i & 1) copy_transaction(tx_[i], snap.tx_[i], ranges_hwm_[i]);
   std::memcpy(ranges_hwm_, snap.ranges_hwm_, sizeof ranges_hwm_);
   std::memcpy(buf_, snap.buf_, buf_hwm_);
   std::memcpy(resp_, snap.resp_, resp_hwm_);

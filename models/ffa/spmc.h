@@ -113,20 +113,24 @@ struct Transaction {
   int64_t page_index(uint64_t pa) const;
 };
 
-// Copies what a transaction holds: its fields and its first n_ranges
-// constituents (the entries past n_ranges are never read). A whole copy is
-// 42 KiB, made several times per relayed call otherwise. Being the only
-// writer of a slot's constituents, it bounds what Spmc::restore copies back
-// (ranges_hwm_): the entries past that are still the snapshot's, byte for byte.
-inline void copy_transaction(Transaction& dst, const Transaction& src) {
+// Copies a transaction's fields and its first n constituents (at most
+// kMaxRanges).
+inline void copy_transaction(Transaction& dst, const Transaction& src, uint32_t n) {
   static_assert(std::is_trivially_copyable_v<Transaction> && std::is_standard_layout_v<Transaction>);
   constexpr size_t head = offsetof(Transaction, ranges), tail = offsetof(Transaction, total_pages);
-  const uint32_t n = src.n_ranges < kMaxRanges ? src.n_ranges : kMaxRanges;
+  if (n > kMaxRanges) n = kMaxRanges;
   std::memcpy(static_cast<void*>(&dst), &src, head);
   std::memcpy(dst.ranges, src.ranges, n * sizeof(Constituent));
   std::memcpy(reinterpret_cast<char*>(&dst) + tail, reinterpret_cast<const char*>(&src) + tail,
               sizeof(Transaction) - tail);
 }
+
+// Copies what a transaction holds: its fields and its first n_ranges
+// constituents (the entries past n_ranges are never read). A whole copy is
+// 42 KiB, made several times per relayed call otherwise. Being the only
+// writer of a slot's constituents, it bounds what Spmc::restore copies back
+// (ranges_hwm_): the entries past that are still the snapshot's, byte for byte.
+inline void copy_transaction(Transaction& dst, const Transaction& src) { copy_transaction(dst, src, src.n_ranges); }
 
 // The Normal world's side of the SPMC: its mailbox pair, the exchanges in
 // flight through it, the next handle and the armed fault.
