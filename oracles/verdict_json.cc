@@ -107,7 +107,11 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     o += "true";
   }
   json_put_key(o, "call");
-  json_put_string(o, call ? *call : format_op(*ref.scenario, op_index));
+  if (!call) {
+    format_op(*ref.scenario, op_index, &field_);
+    call = &field_;
+  }
+  json_put_string(o, *call);
   // Robustness against an environment the scenario made misbehave (an
   // injected EL3 fault) or conformance (oracles/README.md).
   if (violation) {
@@ -122,14 +126,18 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   o += '[';
   for (size_t i = 0; i < expected.allowed.size(); ++i) {
     if (i) o += ',';
-    json_put_string(o, to_string(expected.allowed[i]));
+    field_.clear();
+    append_to(field_, expected.allowed[i]);
+    json_put_string(o, field_);
   }
   o += ']';
   json_put_key(o, "file");
   json_put_string(o, ref.file);
   if (gave) {
     json_put_key(o, "gave");
-    json_put_string(o, to_string(*gave));
+    field_.clear();
+    append_to(field_, *gave);
+    json_put_string(o, field_);
   }
   json_put_key(o, "index");
   json_put_uint(o, ref.index);
@@ -138,7 +146,9 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     json_put_string(o, expected.note);
   }
   json_put_key(o, "observed");
-  json_put_string(o, to_string(observed));
+  field_.clear();
+  append_to(field_, observed);
+  json_put_string(o, field_);
   json_put_key(o, "op");
   json_put_uint(o, op_index);
   json_put_key(o, "rules");

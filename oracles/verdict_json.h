@@ -51,6 +51,7 @@ class VerdictWriter {
   void emit(const std::string& line);
   std::FILE* out_;
   std::string line_;  // the op record being written, its buffer kept
+  std::string field_;  // one of its fields as text, before quoting (buffer kept)
 };
 
 // The op record as VerdictWriter::op writes it, built through nlohmann::json

@@ -171,11 +171,10 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   }
   json_put_key(s, "scenario");
   json_put_string(s, scenario);
-  s.erase(0, 1);
   g_have_in_flight = 0;
-  // Up to its end, not strncpy's zero fill of the whole 4 KiB.
-  const size_t n = std::min(s.size(), sizeof g_in_flight - 1);
-  std::memcpy(g_in_flight, s.data(), n);
+  // Up to its end, not strncpy's zero fill of the whole 4 KiB; without the "{".
+  const size_t n = std::min(s.size() - 1, sizeof g_in_flight - 1);
+  std::memcpy(g_in_flight, s.data() + 1, n);
   g_in_flight[n] = 0;
   g_have_in_flight = 1;
   g_seq.fetch_add(1);

@@ -71,7 +71,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
           i = end;
           continue;
         }
-        call = format_op(s, i);
+        format_op(s, i, &call);
         set_in_flight(s.name, ls.file, ls.index, i, call);
         step(model, target, invariants, s, i, model_knows, &r);
         model_knows = r.model_knows;

@@ -52,77 +52,101 @@ std::optional<uint8_t> op_code_by_name(const AbiSpec& abi, std::string_view name
 
 namespace {
 
-std::string format_int(uint64_t v) {
-  // As printf's "%llu" below 4096, else "0x%llx".
+// As printf's "%llu" below 4096, else "0x%llx".
+void put_int(std::string& out, uint64_t v) {
   char buf[32] = {'0', 'x'};
   const bool hex = v >= 4096;
   const std::to_chars_result r = std::to_chars(buf + (hex ? 2 : 0), buf + sizeof buf, v, hex ? 16 : 10);
-  return std::string(buf, r.ptr);
+  out.append(buf, r.ptr);
 }
 
-std::string format_hex_bytes(const std::vector<uint8_t>& bytes) {
+void put_hex_bytes(std::string& out, const std::vector<uint8_t>& bytes) {
   static const char kDigits[] = "0123456789abcdef";
-  std::string out(4 + 2 * bytes.size(), '\0');
-  std::memcpy(out.data(), "hex:", 4);
-  char* p = out.data() + 4;
+  const size_t at = out.size();
+  out.resize(at + 4 + 2 * bytes.size());
+  char* p = out.data() + at;
+  std::memcpy(p, "hex:", 4);
+  p += 4;
   for (uint8_t b : bytes) {
     *p++ = kDigits[b >> 4];
     *p++ = kDigits[b & 15];
   }
-  return out;
 }
 
 }  // namespace
 
-std::string format_arg(const ArgSpec& spec, uint64_t value, const Scenario& s) {
+void append_arg(std::string& out, const ArgSpec& spec, uint64_t value, const Scenario& s) {
   switch (spec.kind) {
     case ArgKind::kInt:
     case ArgKind::kSlot:
-      return format_int(value);
+      return put_int(out, value);
     case ArgKind::kEnum:
       for (const NamedValue& nv : spec.names)
-        if (nv.value == value) return nv.name;
-      return format_int(value);
+        if (nv.value == value) {
+          out += nv.name;
+          return;
+        }
+      return put_int(out, value);
     case ArgKind::kFlags: {
-      if (value == 0) return "0";
-      std::string out;
+      if (value == 0) {
+        out += '0';
+        return;
+      }
+      const size_t at = out.size();
       uint64_t rest = value;
       for (const NamedValue& nv : spec.names) {
         if (nv.value != 0 && (rest & nv.value) == nv.value) {
-          if (!out.empty()) out += '|';
+          if (out.size() != at) out += '|';
           out += nv.name;
           rest &= ~nv.value;
         }
       }
       if (rest != 0) {
-        if (!out.empty()) out += '|';
+        if (out.size() != at) out += '|';
         char buf[32];
         std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(rest));
         out += buf;
       }
-      return out;
+      return;
     }
     case ArgKind::kBytes:
-      if (value < s.blobs.size()) return format_hex_bytes(s.blobs[value]);
-      return "hex:";
+      if (value < s.blobs.size()) return put_hex_bytes(out, s.blobs[value]);
+      out += "hex:";
+      return;
   }
-  return format_int(value);
+  put_int(out, value);
 }
 
-std::string format_op(const Scenario& s, size_t index) {
+std::string format_arg(const ArgSpec& spec, uint64_t value, const Scenario& s) {
+  std::string out;
+  append_arg(out, spec, value, s);
+  return out;
+}
+
+void format_op(const Scenario& s, size_t index, std::string* out) {
   const AbiSpec& abi = abi_spec(s.abi);
   const Op& op = s.ops[index];
-  if (op.code >= abi.ops.size()) return "op" + std::to_string(op.code);
+  out->clear();
+  if (op.code >= abi.ops.size()) {
+    *out += "op";
+    *out += std::to_string(op.code);
+    return;
+  }
   const OpSpec& spec = abi.ops[op.code];
-  std::string out = spec.name;
+  *out += spec.name;
   for (size_t a = 0; a < spec.args.size(); ++a) {
     const ArgSpec& arg = spec.args[a];
     if (arg.optional && op.args[a] == arg.dflt && arg.kind != ArgKind::kBytes) continue;
-    out += ' ';
-    out += arg.name;
-    out += '=';
-    out += format_arg(arg, op.args[a], s);
+    *out += ' ';
+    *out += arg.name;
+    *out += '=';
+    append_arg(*out, arg, op.args[a], s);
   }
+}
+
+std::string format_op(const Scenario& s, size_t index) {
+  std::string out;
+  format_op(s, index, &out);
   return out;
 }
 

@@ -126,7 +126,11 @@ uint64_t byte_count(const AbiSpec& abi, const Op& op);
 
 // Helpers shared by the codecs and the verdict writer.
 std::string format_arg(const ArgSpec& spec, uint64_t value, const Scenario& s);
+void append_arg(std::string& out, const ArgSpec& spec, uint64_t value, const Scenario& s);
 // Returns "name a=1 b=MMAP|INIT_SHARED ...", the canonical text of one op.
 std::string format_op(const Scenario& s, size_t index);
+// The same into *out (replacing what it held, its capacity reused: the
+// runner formats every op it runs).
+void format_op(const Scenario& s, size_t index, std::string* out);
 
 }  // namespace kconform

@@ -56,18 +56,21 @@ void regs_evidence(std::string& s, const std::array<uint64_t, 8>& regs, uint8_t 
   }
 }
 // "errno EINVAL" / "signal SIGBUS": an error outcome, observed or allowed.
-std::string failure(Outcome::Kind kind, int64_t value) {
-  return kind == Outcome::Kind::kErrno ? "errno " + errno_name(static_cast<int>(value))
-                                       : "signal " + signal_name(static_cast<int>(value));
+void put_failure(std::string& s, Outcome::Kind kind, int64_t value) {
+  if (kind == Outcome::Kind::kErrno) {
+    s += "errno ";
+    s += errno_name(static_cast<int>(value));
+  } else {
+    s += "signal ";
+    s += signal_name(static_cast<int>(value));
+  }
 }
 
 }  // namespace
 
-std::string to_string(const Outcome& o) {
-  std::string s;
-  s.reserve(128);
+void append_to(std::string& s, const Outcome& o) {
   if (o.kind != Outcome::Kind::kOk) {
-    s = failure(o.kind, o.value);
+    put_failure(s, o.kind, o.value);
   } else {
     s += "ok ";
     put_dec(s, o.value);
@@ -81,14 +84,11 @@ std::string to_string(const Outcome& o) {
   for (int i = 0; i < 8; ++i)
     if (o.regs[i]) mask |= static_cast<uint8_t>(1u << i);
   regs_evidence(s, o.regs, mask, o.state != 0, o.state);
-  return s;
 }
 
-std::string to_string(const Allowed& a) {
-  std::string s;
-  s.reserve(128);
+void append_to(std::string& s, const Allowed& a) {
   if (a.kind != Outcome::Kind::kOk) {
-    s = failure(a.kind, a.lo);
+    put_failure(s, a.kind, a.lo);
   } else {
     s += "ok ";
     put_dec(s, a.lo);
@@ -106,6 +106,19 @@ std::string to_string(const Allowed& a) {
   s += " [";
   s += rule_info(a.rule).id;
   s += ']';
+}
+
+std::string to_string(const Outcome& o) {
+  std::string s;
+  s.reserve(128);
+  append_to(s, o);
+  return s;
+}
+
+std::string to_string(const Allowed& a) {
+  std::string s;
+  s.reserve(128);
+  append_to(s, a);
   return s;
 }
 

@@ -115,5 +115,8 @@ std::string errno_name(int e);
 std::string signal_name(int s);
 std::string to_string(const Outcome& o);
 std::string to_string(const Allowed& a);
+// The same text appended to s (no allocation once s is large enough).
+void append_to(std::string& s, const Outcome& o);
+void append_to(std::string& s, const Allowed& a);
 
 }  // namespace kconform

@@ -44,6 +44,7 @@ struct HarnessRam {
   uint64_t last_desc_len = 0;     // total_len/frag_len "auto"
   uint64_t tx_window = 0;         // HARNESS:TX: the host TX as the last rxtx_map named it
   bool tx_known = false;
+  TxWrite tx;  // tx_write's scratch (kept for its capacity)
 
   // Sizes the RAM for layout, all zero (once).
   void allocate(const ProxyProfile& layout) {
@@ -69,11 +70,12 @@ struct HarnessRam {
 
   // HARNESS:TX: how many bytes a tx_* op writes into the host TX window, and writing them.
   uint64_t tx_length(const ProxyProfile& layout, const Scenario& s, const Op& op) const {
-    const TxWrite w = tx_bytes(s, op);
-    return tx_clip(layout, tx_known, tx_window, w.offset, w.bytes.size());
+    const TxExtent e = tx_extent(s, op);
+    return tx_clip(layout, tx_known, tx_window, e.offset, e.size);
   }
   void tx_write(const ProxyProfile& layout, const Scenario& s, const Op& op) {
-    const TxWrite w = tx_bytes(s, op);
+    tx_bytes(s, op, &tx);
+    const TxWrite& w = tx;
     if (w.is_desc) last_desc_len = w.desc_len;
     const uint64_t len = tx_clip(layout, tx_known, tx_window, w.offset, w.bytes.size());
     if (len == 0) return;  // nothing lands: do not form a pointer out of bounds

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
 #include "models/common/rules.h"
 #include "models/ffa/hits.h"
@@ -1040,6 +1041,57 @@ TEST(FfaModel, ShareWhileTheHostOwnsRxMayNotBeBusy) {
     busy.state = reclaim.last_state;
     EXPECT_EQ(judge(reclaim.expect_last(), busy).kind, VerdictKind::kPass);
   }
+}
+
+// tx_extent (the model's tx_length) is where and how much tx_bytes writes,
+// and a TxWrite reused from op to op (the targets' and the model's scratch,
+// kept for its capacity) builds the same bytes as a fresh one: every tx op of
+// the FF-A corpora in file order, then a descriptor larger than any mailbox
+// (nothing written) and a short tx_write after a long descriptor.
+TEST(FfaModel, TxExtentAndAReusedBuilderAgreeWithAFreshBuild) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(source_dir()) / "../../corpora";
+  std::vector<fs::path> files;
+  for (const char* dir : {"ffa", "z3/ffa"})
+    for (const auto& f : fs::directory_iterator(root / dir))
+      if (f.path().extension() == ".kcs") files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  std::vector<Scenario> all;
+  for (const fs::path& f : files) {
+    std::string err;
+    ASSERT_TRUE(load_scenario_file(f.string(), &all, &err)) << err;
+  }
+  std::string err;
+  ASSERT_TRUE(parse_text("kconform-scenario 1\nabi ffa\nname edges\n"
+                         "tx_mem_desc ranges=" + R({{0x80010000, 2}, {0x80020000, 1}}) + "\n"
+                         "tx_write offset=8 data=hex:0102\n"
+                         "tx_mem_desc ranges=" + R1(0x80010000, 2) + " composite_off=0x200000\n"
+                         "tx_constituents offset=0 ranges=" + R1(0x80030000, 1) + "00ff reserved=3\n",
+                         "<t>", &all, &err))
+      << err;
+  TxWrite reused;
+  size_t desc = 0, write = 0, constituents = 0, empty = 0;
+  for (const Scenario& s : all)
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      const Op& op = s.ops[i];
+      if (op.code != kOpTxWrite && op.code != kOpTxMemDesc && op.code != kOpTxConstituents) continue;
+      SCOPED_TRACE(s.name + ": " + format_op(s, i));
+      const TxWrite fresh = tx_bytes(s, op);
+      tx_bytes(s, op, &reused);
+      EXPECT_EQ(reused.offset, fresh.offset);
+      EXPECT_EQ(reused.bytes, fresh.bytes);
+      EXPECT_EQ(reused.is_desc, fresh.is_desc);
+      EXPECT_EQ(reused.desc_len, fresh.desc_len);
+      const TxExtent e = tx_extent(s, op);
+      EXPECT_EQ(e.offset, fresh.offset);
+      EXPECT_EQ(e.size, fresh.bytes.size());
+      desc += op.code == kOpTxMemDesc, write += op.code == kOpTxWrite;
+      constituents += op.code == kOpTxConstituents, empty += fresh.bytes.empty();
+    }
+  EXPECT_GT(desc, 100u);
+  EXPECT_GT(write, 10u);
+  EXPECT_GT(constituents, 10u);
+  EXPECT_GE(empty, 1u);  // the descriptor larger than any mailbox
 }
 
 // One way: commit() applies the effect of the outcome it is given, and that

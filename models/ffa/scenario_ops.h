@@ -135,70 +135,117 @@ inline void host_regs(const Op& op, const std::vector<uint64_t>& handles, uint64
 }
 
 // A ranges byte string: 12-byte records (address u64 LE, pages u32 LE); each
-// constituent gets the given reserved word.
+// constituent gets the given reserved word. The first form fills *rs (its
+// capacity reused: no allocation once it is large enough).
+inline void ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved, std::vector<Constituent>* rs) {
+  rs->resize(blob.size() / kRangeRecordBytes);
+  for (size_t i = 0; i < rs->size(); ++i) {
+    Constituent& c = (*rs)[i];
+    get_u64(blob, i * kRangeRecordBytes, &c.address);
+    get_u32(blob, i * kRangeRecordBytes + 8, &c.pages);
+    c.reserved = reserved;
+  }
+}
 inline std::vector<Constituent> ranges_of(const std::vector<uint8_t>& blob, uint32_t reserved) {
   std::vector<Constituent> rs;
-  for (size_t o = 0; o + kRangeRecordBytes <= blob.size(); o += kRangeRecordBytes) {
-    Constituent c;
-    get_u64(blob, o, &c.address);
-    get_u32(blob, o + 8, &c.pages);
-    c.reserved = reserved;
-    rs.push_back(c);
-  }
+  ranges_of(blob, reserved, &rs);
   return rs;
 }
 
 // What a tx_write / tx_mem_desc / tx_constituents op writes: bytes at offset
 // of the host TX window. For tx_mem_desc, desc_len is the descriptor's full
-// length (0 and nothing to write if it is larger than any mailbox).
+// length (0 and nothing to write if it is larger than any mailbox). `ranges`
+// is the builder's scratch (the op's decoded constituents).
 struct TxWrite {
   uint64_t offset = 0;
   std::vector<uint8_t> bytes;
   bool is_desc = false;
   uint64_t desc_len = 0;
+  std::vector<Constituent> ranges;
 };
 
-inline TxWrite tx_bytes(const Scenario& s, const Op& op) {
+namespace detail {
+// tx_mem_desc's descriptor over n ranges at rs (null: the geometry only).
+inline DescSpec tx_desc_spec(const Op& op, const Constituent* rs, uint32_t n) {
   const auto& a = op.args;
-  TxWrite w;
+  DescSpec d;
+  d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
+  d.sender = static_cast<uint16_t>(a[1]);
+  d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
+  d.n_receivers = 1;
+  if (a[4] != kNoReceiver) {
+    d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
+    d.n_receivers = 2;
+  }
+  d.attributes = static_cast<uint16_t>(a[6]);
+  d.flags = static_cast<uint32_t>(a[7]);
+  d.tag = a[8];
+  d.n_ranges = n;
+  d.ranges = rs;
+  d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
+  d.ep_mem_size = a[14];
+  return d;
+}
+}  // namespace detail
+
+// The op's bytes into *w, reusing its buffers' capacity (no allocation once
+// they are large enough: the fuzzing loop calls this on every tx op).
+inline void tx_bytes(const Scenario& s, const Op& op, TxWrite* w) {
+  const auto& a = op.args;
+  w->is_desc = false;
+  w->desc_len = 0;
   switch (op.code) {
-    case kOpTxWrite:
-      w.offset = a[0];
-      w.bytes = s.blobs.at(a[1]);
-      return w;
+    case kOpTxWrite: {
+      const std::vector<uint8_t>& blob = s.blobs.at(a[1]);
+      w->offset = a[0];
+      w->bytes.assign(blob.begin(), blob.end());
+      return;
+    }
     case kOpTxConstituents: {
-      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[1]), static_cast<uint32_t>(a[2]));
-      w.offset = a[0];
-      w.bytes.resize(rs.size() * kConstituentSize);
-      build_constituents(rs.data(), static_cast<uint32_t>(rs.size()), w.bytes);
-      return w;
+      ranges_of(s.blobs.at(a[1]), static_cast<uint32_t>(a[2]), &w->ranges);
+      w->offset = a[0];
+      w->bytes.resize(w->ranges.size() * kConstituentSize);
+      build_constituents(w->ranges.data(), static_cast<uint32_t>(w->ranges.size()), w->bytes);
+      return;
     }
     default: {  // kOpTxMemDesc
-      std::vector<Constituent> rs = ranges_of(s.blobs.at(a[9]), 0);
-      DescSpec d;
-      d.layout = static_cast<Layout>(a[0] > 2 ? 2 : a[0]);
-      d.sender = static_cast<uint16_t>(a[1]);
-      d.receivers[0] = {static_cast<uint16_t>(a[2]), static_cast<uint8_t>(a[3]), 0, 0, 0};
-      d.n_receivers = 1;
-      if (a[4] != kNoReceiver) {
-        d.receivers[1] = {static_cast<uint16_t>(a[4]), static_cast<uint8_t>(a[5]), 0, 0, 0};
-        d.n_receivers = 2;
-      }
-      d.attributes = static_cast<uint16_t>(a[6]);
-      d.flags = static_cast<uint32_t>(a[7]);
-      d.tag = a[8];
-      d.n_ranges = static_cast<uint32_t>(rs.size());
-      d.ranges = rs.data();
-      d.total_pages = a[10], d.composite_off = a[11], d.ep_count = a[12], d.range_count = a[13];
-      d.ep_mem_size = a[14];
-      w.offset = a[15];
+      ranges_of(s.blobs.at(a[9]), 0, &w->ranges);
+      const DescSpec d =
+          detail::tx_desc_spec(op, w->ranges.data(), static_cast<uint32_t>(w->ranges.size()));
+      w->offset = a[15];
       const uint64_t size = region_size(d);
-      if (size > kLargestMailbox) return w;  // HARNESS:TX: larger than any mailbox, nothing written
-      w.is_desc = true;
-      w.desc_len = size;
-      w.bytes.resize(size);
-      build_region(d, w.bytes);
-      return w;
+      if (size > kLargestMailbox) {  // HARNESS:TX: larger than any mailbox, nothing written
+        w->bytes.clear();
+        return;
+      }
+      w->is_desc = true;
+      w->desc_len = size;
+      w->bytes.resize(size);
+      build_region(d, w->bytes);
+      return;
+    }
+  }
+}
+inline TxWrite tx_bytes(const Scenario& s, const Op& op) {
+  TxWrite w;
+  tx_bytes(s, op, &w);
+  return w;
+}
+
+// Where a tx op writes and how many bytes (tx_bytes' offset and bytes.size()),
+// without building them.
+struct TxExtent {
+  uint64_t offset = 0, size = 0;
+};
+inline TxExtent tx_extent(const Scenario& s, const Op& op) {
+  const auto& a = op.args;
+  switch (op.code) {
+    case kOpTxWrite: return {a[0], s.blobs.at(a[1]).size()};
+    case kOpTxConstituents: return {a[0], s.blobs.at(a[1]).size() / kRangeRecordBytes * kConstituentSize};
+    default: {  // kOpTxMemDesc: the geometry reads the range count only
+      const uint64_t n = s.blobs.at(a[9]).size() / kRangeRecordBytes;
+      const uint64_t size = region_size(detail::tx_desc_spec(op, nullptr, static_cast<uint32_t>(n)));
+      return {a[15], size > kLargestMailbox ? 0 : size};
     }
   }
 }

@@ -342,7 +342,8 @@ uint64_t El2FfaTarget::write_tx(uint64_t offset, const uint8_t* data, uint64_t n
 // tx_write, tx_mem_desc, tx_constituents: the bytes come from the model's own
 // builders (scenario_ops.h tx_bytes), so both sides write the same.
 uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
-  const F::TxWrite w = F::tx_bytes(s, op);
+  F::tx_bytes(s, op, &tx_);
+  const F::TxWrite& w = tx_;
   if (w.is_desc) last_desc_len_ = w.desc_len;
   return write_tx(w.offset, w.bytes.data(), w.bytes.size());
 }

@@ -19,6 +19,7 @@
 #include "targets/invariants.h"
 #include "targets/real_el3.h"
 #include "models/ffa/proxy.h"
+#include "models/ffa/scenario_ops.h"
 #include "models/ffa/spmc.h"
 #include "targets/el2/el2_handler.h"
 #include "targets/target.h"
@@ -80,6 +81,7 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // Per scenario (HARNESS:SLOTS, HARNESS:TX).
   std::vector<uint64_t> handles_;
   uint64_t last_desc_len_ = 0;
+  ::kconform::ffa::TxWrite tx_;  // tx_op's scratch (kept for its capacity)
   uint64_t tx_window_ = 0;
   bool tx_known_ = false;
   // Per call: what EL3 did (PKVM:ATOMIC's "EL3 itself failed mid-way").

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "models/ffa/proxy.h"
+#include "models/ffa/scenario_ops.h"
 #include "targets/invariants.h"
 #include "targets/optee/kc_optee_hooks.h"
 #include "targets/target.h"
@@ -83,6 +84,7 @@ class OpteeFfaTarget final : public Target, public InvariantSource {
   std::vector<uint64_t> handles_;  // HARNESS:SLOTS
   std::vector<std::pair<uint64_t, void*>> borrowed_;  // cookie, OP-TEE's mobj
   uint64_t last_desc_len_ = 0;
+  ::kconform::ffa::TxWrite tx_;  // tx_op's scratch (kept for its capacity)
   uint64_t tx_window_ = 0;
   bool tx_known_ = false;
   uint64_t rx_pa_ = 0, rx_bytes_ = 0;

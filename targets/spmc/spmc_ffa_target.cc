@@ -127,7 +127,8 @@ void SpmcFfaTarget::begin(const Scenario&) {
 }
 
 uint64_t SpmcFfaTarget::tx_op(const Scenario& s, const Op& op) {
-  const F::TxWrite w = F::tx_bytes(s, op);
+  F::tx_bytes(s, op, &tx_);
+  const F::TxWrite& w = tx_;
   if (w.is_desc) last_desc_len_ = w.desc_len;
   const uint64_t len = F::tx_clip(layout_, tx_known_, tx_window_, w.offset, w.bytes.size());
   if (len == 0) return 0;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "models/ffa/proxy.h"
+#include "models/ffa/scenario_ops.h"
 #include "targets/invariants.h"
 #include "targets/spmc/tfa_spmc.h"
 #include "targets/target.h"
@@ -72,6 +73,7 @@ class SpmcFfaTarget final : public Target, public InvariantSource {
   // Per scenario.
   std::vector<uint64_t> handles_;  // HARNESS:SLOTS
   uint64_t last_desc_len_ = 0;
+  ::kconform::ffa::TxWrite tx_;  // tx_op's scratch (kept for its capacity)
   uint64_t tx_window_ = 0;
   bool tx_known_ = false;
   uint64_t rx_pa_ = 0, rx_bytes_ = 0;  // the Normal world's RX as mapped (the SPMC writes it)
