@@ -88,9 +88,12 @@ struct Fnv1a {
     h ^= b;
     h *= 0x100000001b3ull;
   }
-  void u16(uint16_t v) { for (int i = 0; i < 2; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
-  void u32(uint32_t v) { for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
-  void u64(uint64_t v) { for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i))); }
+  // Little-endian fields: the same as u8() over each byte, low first; the
+  // zero bytes above the highest non-zero one (most of an address or a page
+  // count) are one multiplication by the prime's power.
+  void u16(uint16_t v) { le<2>(v); }
+  void u32(uint32_t v) { le<4>(v); }
+  void u64(uint64_t v) { le<8>(v); }
   // The same as u8() over each of p[0, n), faster when most bytes are zero
   // (the host page views): a zero byte only multiplies by the prime, so a run
   // of 64 (or 8) zero bytes is one multiplication by the prime's power.
@@ -111,6 +114,15 @@ struct Fnv1a {
 
  private:
   static constexpr uint64_t kP8 = fnv_prime_pow(8), kP64 = fnv_prime_pow(64);
+  static constexpr uint64_t kPow[9] = {fnv_prime_pow(0), fnv_prime_pow(1), fnv_prime_pow(2),
+                                       fnv_prime_pow(3), fnv_prime_pow(4), fnv_prime_pow(5),
+                                       fnv_prime_pow(6), fnv_prime_pow(7), fnv_prime_pow(8)};
+  template <int N>
+  void le(uint64_t v) {
+    int i = 0;
+    for (; v != 0; ++i, v >>= 8) u8(static_cast<uint8_t>(v));
+    if (i < N) h *= kPow[N - i];
+  }
   // Eight bytes as one word, for telling zero from non-zero only (so the
   // byte order does not matter): one load, not eight.
   static uint64_t load(const uint8_t* p) {

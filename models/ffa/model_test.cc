@@ -1170,9 +1170,6 @@ TEST(FfaModel, ATxWriteAtAHugeOffsetWritesNothing) {
   }
 }
 
-// Fnv1a::bytes (the digest's host page views, hashed a zero run at a time) is
-// byte for byte the FNV-1a of u8() over each byte: sparse and dense views, runs
-// that end mid-word and mid-block, every length up to 300.
 // ProxyProfile::real_el3: the profile's name says EL3 is an implementation under test.
 TEST(FfaModel, ProfileNameSaysRealEl3) {
   ProxyProfile p = profile(16384, true);
@@ -1181,6 +1178,9 @@ TEST(FfaModel, ProfileNameSaysRealEl3) {
   EXPECT_EQ(profile_name(p), "ffa-16k-reclaim2-real-el3");
 }
 
+// Fnv1a::bytes (the digest's host page views, hashed a zero run at a time) is
+// byte for byte the FNV-1a of u8() over each byte: sparse and dense views, runs
+// that end mid-word and mid-block, every length up to 300.
 TEST(Fnv1a, BytesIsU8OverEachByte) {
   std::vector<uint8_t> v(300);
   for (int pattern = 0; pattern < 5; ++pattern) {
@@ -1204,6 +1204,30 @@ TEST(Fnv1a, BytesIsU8OverEachByte) {
     c.bytes(z.data(), z.size());
     EXPECT_NE(c.h, base.h) << k;
     z[k] = 0;
+  }
+}
+
+// u16/u32/u64 (a zero top run hashed as one power of the prime) are byte for
+// byte u8() over the field's little-endian bytes: every value with one, two
+// or all bytes set, at every byte position, after a non-trivial start.
+TEST(Fnv1a, FieldsAreU8OverTheirLittleEndianBytes) {
+  auto ref = [](Fnv1a h, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) h.u8(static_cast<uint8_t>(v >> (8 * i)));
+    return h.h;
+  };
+  std::vector<uint64_t> values = {0, 1, 0xff, 0x100, 0x7fff0000, 0x80000000, ~0ull, 0x0100000000000000ull};
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) values.push_back((0xa5ull << (8 * i)) | (0x01ull << (8 * j)));
+  Fnv1a start;
+  start.u8(0x5a);
+  for (uint64_t v : values) {
+    Fnv1a a = start, b = start, c = start;
+    a.u64(v);
+    b.u32(static_cast<uint32_t>(v));
+    c.u16(static_cast<uint16_t>(v));
+    ASSERT_EQ(a.h, ref(start, v, 8)) << std::hex << v;
+    ASSERT_EQ(b.h, ref(start, v, 4)) << std::hex << v;
+    ASSERT_EQ(c.h, ref(start, v, 2)) << std::hex << v;
   }
 }
 
