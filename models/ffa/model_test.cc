@@ -41,6 +41,18 @@ bool hit(const Expectation& e, RuleId r) {
 
 std::string source_dir() { return std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')); }
 
+// The .kcs files of corpora/ffa and corpora/z3/ffa, sorted.
+std::vector<std::filesystem::path> ffa_corpus_files() {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(source_dir()) / "../../corpora";
+  std::vector<fs::path> files;
+  for (const char* dir : {"ffa", "z3/ffa"})
+    for (const auto& f : fs::directory_iterator(root / dir))
+      if (f.path().extension() == ".kcs") files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 // IDs and citations: models/common/rules_test.cc, for every rule of both models.
 
 // --- Every rule: a scenario and a wrong answer the oracle rejects ------------------
@@ -1050,12 +1062,7 @@ TEST(FfaModel, ShareWhileTheHostOwnsRxMayNotBeBusy) {
 // (nothing written) and a short tx_write after a long descriptor.
 TEST(FfaModel, TxExtentAndAReusedBuilderAgreeWithAFreshBuild) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(source_dir()) / "../../corpora";
-  std::vector<fs::path> files;
-  for (const char* dir : {"ffa", "z3/ffa"})
-    for (const auto& f : fs::directory_iterator(root / dir))
-      if (f.path().extension() == ".kcs") files.push_back(f.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = ffa_corpus_files();
   std::vector<Scenario> all;
   for (const fs::path& f : files) {
     std::string err;
@@ -1101,11 +1108,7 @@ TEST(FfaModel, TxExtentAndAReusedBuilderAgreeWithAFreshBuild) {
 // mailbox (it writes nothing) after each op shows the model's state.
 TEST(FfaModel, CommitReachesTheStateExpectPredicted) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(source_dir()) / "../../corpora";
-  std::vector<fs::path> files;
-  for (const char* dir : {"ffa", "z3/ffa"})
-    for (const auto& f : fs::directory_iterator(root / dir))
-      if (f.path().extension() == ".kcs") files.push_back(f.path());
+  const std::vector<fs::path> files = ffa_corpus_files();
   ASSERT_FALSE(files.empty());
   size_t checked = 0;
   for (const fs::path& f : files) {
