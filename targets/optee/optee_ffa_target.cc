@@ -33,12 +33,6 @@ bool g_booted = false, g_open = false;
 std::string g_boot_error;
 kc_optee_snapshot* g_boot = nullptr;
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 void error_regs(uint64_t out[8], int32_t code) {
   std::memset(out, 0, 8 * sizeof out[0]);
   out[0] = F::kFnError;

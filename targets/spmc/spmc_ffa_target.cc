@@ -24,12 +24,6 @@ namespace {
 constexpr uint64_t kFfaPage = 4096;
 bool g_open = false;  // TF-A's state is global: one target at a time
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 }  // namespace
 
 SpmcFfaTarget::SpmcFfaTarget(uint64_t page_size) {
