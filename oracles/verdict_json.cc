@@ -101,6 +101,12 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
       contents && contents->taken && (contents->files != 0 || !contents->unobserved.empty());
   std::string& o = line_;
   o.clear();
+  // An outcome or an allowed outcome as a JSON string, its text built in field_.
+  auto put_text = [&](const auto& x) {
+    field_.clear();
+    append_to(field_, x);
+    json_put_string(o, field_);
+  };
   o += '{';
   if (violation && adopted) {
     json_put_key(o, "adopted");
@@ -126,18 +132,14 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   o += '[';
   for (size_t i = 0; i < expected.allowed.size(); ++i) {
     if (i) o += ',';
-    field_.clear();
-    append_to(field_, expected.allowed[i]);
-    json_put_string(o, field_);
+    put_text(expected.allowed[i]);
   }
   o += ']';
   json_put_key(o, "file");
   json_put_string(o, ref.file);
   if (gave) {
     json_put_key(o, "gave");
-    field_.clear();
-    append_to(field_, *gave);
-    json_put_string(o, field_);
+    put_text(*gave);
   }
   json_put_key(o, "index");
   json_put_uint(o, ref.index);
@@ -146,9 +148,7 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     json_put_string(o, expected.note);
   }
   json_put_key(o, "observed");
-  field_.clear();
-  append_to(field_, observed);
-  json_put_string(o, field_);
+  put_text(observed);
   json_put_key(o, "op");
   json_put_uint(o, op_index);
   json_put_key(o, "rules");
