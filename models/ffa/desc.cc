@@ -303,9 +303,20 @@ DescError check_ranges(std::span<const uint8_t> buf, const MemRegion& r, uint32_
   if (sum != r.total_pages) return DescError::kTotalPages;
   // Two constituents overlap (ai < ej && aj < ei for some i != j): every one
   // is non-empty and does not wrap (constituent_error), so sorted by start,
-  // some start lies below the furthest end before it. O(n log n), in a
-  // per-thread scratch (no allocation).
+  // some start lies below the furthest end before it. Constituents given in
+  // ascending order (the usual case) are checked as they are, O(n); others
+  // are sorted first, O(n log n), in a per-thread scratch (no allocation).
   if (r.range_count > kMaxRanges) return DescError::kRangeCount;
+  {
+    uint64_t end = 0;
+    uint32_t i = 0;
+    for (; i < r.range_count; ++i) {
+      if (i > 0 && out[i].address < out[i - 1].address) break;  // not ascending: sort below
+      if (i > 0 && out[i].address < end) return DescError::kOverlap;
+      end = std::max(end, out[i].address + static_cast<uint64_t>(out[i].pages) * kFfaPage);
+    }
+    if (i == r.range_count) return DescError::kOk;
+  }
   thread_local std::pair<uint64_t, uint64_t> by_start[kMaxRanges];
   for (uint32_t i = 0; i < r.range_count; ++i)
     by_start[i] = {out[i].address, out[i].address + static_cast<uint64_t>(out[i].pages) * kFfaPage};

@@ -1,6 +1,7 @@
 // Unit tests of the FF-A descriptor codec: good descriptors of each layout
 // round-trip through build/parse; a table of malformed ones each fails with
 // the error (and rule) it should.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -274,9 +275,10 @@ TEST(FfaDesc, AWrappedEndpointEntryIsNotWrittenOutsideTheRegion) {
   for (uint64_t i = size; i < b.size(); ++i) ASSERT_EQ(b[i], 0xa5) << "byte " << i << " past the region";
 }
 
-// check_ranges finds overlap by sorting; it must answer as the pairwise test
-// (ai < ej && aj < ei for some i != j) on random small sets of constituents:
-// touching, nested, equal, disjoint, in any order.
+// check_ranges finds overlap in address order (sorting what is not given
+// ascending); it must answer as the pairwise test (ai < ej && aj < ei for
+// some i != j) on random small sets of constituents: touching, nested, equal,
+// disjoint, in any order and in ascending order.
 TEST(FfaDesc, OverlapBySortingIsThePairwiseTest) {
   uint64_t seed = 12345;
   auto next = [&seed]() {
@@ -299,12 +301,18 @@ TEST(FfaDesc, OverlapBySortingIsThePairwiseTest) {
         const uint64_t aj = rs[j].address, ej = aj + uint64_t{rs[j].pages} * kFfaPage;
         pairwise |= ai < ej && aj < ei;
       }
-    DescSpec sp = spec(Layout::kV11, rs, n);
     (void)total;
-    const std::vector<uint8_t> b = build(sp);
-    const DescError e = check(b, Layout::kV11);
-    ASSERT_EQ(e == DescError::kOverlap, pairwise) << "round " << round;
-    if (!pairwise) ASSERT_EQ(e, DescError::kOk) << "round " << round;
+    // As drawn (any order: sorted by check_ranges), then in ascending address
+    // order (checked as given, without sorting).
+    for (int ascending = 0; ascending < 2; ++ascending) {
+      if (ascending)
+        std::sort(rs, rs + n, [](const Constituent& a, const Constituent& b) { return a.address < b.address; });
+      DescSpec sp = spec(Layout::kV11, rs, n);
+      const std::vector<uint8_t> b = build(sp);
+      const DescError e = check(b, Layout::kV11);
+      ASSERT_EQ(e == DescError::kOverlap, pairwise) << "round " << round << " ascending " << ascending;
+      if (!pairwise) ASSERT_EQ(e, DescError::kOk) << "round " << round << " ascending " << ascending;
+    }
     (pairwise ? overlapping : disjoint)++;
   }
   EXPECT_GT(overlapping, 100);

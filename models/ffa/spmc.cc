@@ -139,14 +139,26 @@ bool Transaction::any_retrieved() const {
   return false;
 }
 
-int64_t Transaction::page_index(uint64_t pa) const {
-  uint64_t base = 0;
-  for (uint32_t i = 0; i < n_ranges; ++i) {
-    const uint64_t a = ranges[i].address, n = ranges[i].pages;
-    if (pa >= a && (pa - a) / kFfaPage < n) return static_cast<int64_t>(base + (pa - a) / kFfaPage);
-    base += n;
+const Constituent* Transaction::constituent_of(uint64_t pa) const {
+  const Constituent* end = ranges + n_ranges;
+  if (ascending) {
+    // The only constituent that can hold pa is the first whose end lies above it.
+    const Constituent* c = std::partition_point(ranges, end, [pa](const Constituent& r) {
+      return r.address + uint64_t{r.pages} * kFfaPage <= pa;
+    });
+    return c != end && pa >= c->address ? c : nullptr;
   }
-  return -1;
+  for (const Constituent* c = ranges; c != end; ++c)
+    if (pa >= c->address && (pa - c->address) / kFfaPage < c->pages) return c;
+  return nullptr;
+}
+
+int64_t Transaction::page_index(uint64_t pa) const {
+  const Constituent* c = constituent_of(pa);
+  if (!c) return -1;
+  uint64_t base = 0;
+  for (const Constituent* b = ranges; b != c; ++b) base += b->pages;
+  return static_cast<int64_t>(base + (pa - c->address) / kFfaPage);
 }
 
 void SpmcAnswer::reset(const SpmcSession& s) {
@@ -273,7 +285,12 @@ bool Spmc::page_held(uint64_t pa, TableOverlay o) const {
   for (uint32_t i = 0; i < kMaxTransactions; ++i) {
     const Transaction& t = static_cast<int32_t>(i) == o.slot ? *o.tx : tx_[i];
     if (!t.live || !t.complete) continue;
-    const int64_t k = t.page_index(pa & ~(kFfaPage - 1));
+    const uint64_t page = pa & ~(kFfaPage - 1);
+    if (t.reclaimed_count == 0) {  // nothing reclaimed yet: every page of it is held
+      if (t.constituent_of(page)) return true;
+      continue;
+    }
+    const int64_t k = t.page_index(page);
     if (k >= 0 && !t.page_reclaimed(static_cast<uint32_t>(k))) return true;
   }
   return false;
@@ -315,6 +332,9 @@ void Spmc::record(Transaction& t, std::span<const uint8_t> desc, Layout l) const
   }
   check_ranges(desc, r, t.total_len, t.ranges);
   t.n_ranges = r.range_count;
+  t.ascending = true;
+  for (uint32_t i = 1; i < t.n_ranges && t.ascending; ++i)
+    t.ascending = t.ranges[i].address >= t.ranges[i - 1].address + uint64_t{t.ranges[i - 1].pages} * kFfaPage;
   t.total_pages = r.total_pages;
   t.reclaimed_count = 0;
   for (uint64_t& b : t.reclaimed) b = 0;

@@ -96,6 +96,9 @@ struct Transaction {
   uint16_t recv_id[kMaxReceivers] = {};
   uint8_t recv_perms[kMaxReceivers] = {};
   bool retrieved[kMaxReceivers] = {};
+  // The constituents are in ascending address order and disjoint (record()
+  // found them so): page_index() finds a page's constituent by binary search.
+  bool ascending = false;
   uint32_t n_ranges = 0;
   Constituent ranges[kMaxRanges];
   uint32_t total_pages = 0;
@@ -108,6 +111,8 @@ struct Transaction {
   bool page_reclaimed(uint32_t i) const { return reclaimed[i / 64] >> (i % 64) & 1; }
   void mark_reclaimed(uint32_t i) { reclaimed[i / 64] |= 1ull << (i % 64); }
   bool any_retrieved() const;
+  // The constituent holding the 4K page at pa (the first naming it), or null.
+  const Constituent* constituent_of(uint64_t pa) const;
   // Index of the 4K page at pa among the transaction's pages (constituent
   // order), or -1.
   int64_t page_index(uint64_t pa) const;

@@ -145,6 +145,50 @@ TEST_F(SpmcTest, ShareThenReclaim) {
   EXPECT_EQ(share({{kBase, 1, 0}}), kHandleBase | 2);
 }
 
+// Transaction::page_index finds a page's constituent by binary search when
+// record() found the constituents ascending and disjoint: on random such
+// sets it answers as the scan in constituent order does, for every 4K page
+// in and around them.
+TEST(SpmcTransaction, BinarySearchAnswersAsTheScan) {
+  uint64_t seed = 777;
+  auto next = [&seed]() {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return seed >> 33;
+  };
+  auto t = std::make_unique<Transaction>();
+  int found = 0;
+  for (int round = 0; round < 300; ++round) {
+    t->n_ranges = 1 + static_cast<uint32_t>(next() % 12);
+    uint64_t a = kBase + (next() % 4) * kFfaPage;
+    for (uint32_t i = 0; i < t->n_ranges; ++i) {
+      t->ranges[i] = Constituent{a, static_cast<uint32_t>(1 + next() % 3), 0};
+      a += (t->ranges[i].pages + next() % 3) * kFfaPage;  // touching or with a gap
+    }
+    for (uint64_t pa = kBase; pa < a + 2 * kFfaPage; pa += kFfaPage) {
+      t->ascending = false;
+      const int64_t scan = t->page_index(pa);
+      const Constituent* by_scan = t->constituent_of(pa);
+      t->ascending = true;
+      ASSERT_EQ(t->page_index(pa), scan) << "round " << round << " pa " << std::hex << pa;
+      ASSERT_EQ(t->constituent_of(pa), by_scan) << "round " << round << " pa " << std::hex << pa;
+      found += scan >= 0;
+    }
+  }
+  EXPECT_GT(found, 1000);
+}
+
+// A share whose constituents are not in ascending order is recorded as such
+// and its pages are found by the scan: each is held, a page between them is not.
+TEST_F(SpmcTest, ConstituentsInDescendingOrderAreHeld) {
+  share({{kBase + 0x6000, 1, 0}, {kBase + 0x2000, 2, 0}});
+  EXPECT_TRUE(spmc->page_held(kBase + 0x6000));
+  EXPECT_TRUE(spmc->page_held(kBase + 0x3000));
+  EXPECT_FALSE(spmc->page_held(kBase + 0x4000));
+  const uint32_t n = write_desc({{kBase + 0x8000, 1, 0}, {kBase + 0x3000, 1, 0}});
+  call({kFnMemShare64, n, n});
+  EXPECT_EQ(error_code(out), kDenied);
+}
+
 TEST_F(SpmcTest, PageAlreadySharedIsDenied) {
   share({{kBase, 2, 0}});
   const uint32_t n = write_desc({{kBase + 0x1000, 1, 0}});
