@@ -1,6 +1,10 @@
 // Writing verdict records as JSON lines.
 #include "oracles/verdict_json.h"
 
+#include <unistd.h>
+
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/scenario/abi.h"
@@ -10,15 +14,65 @@ namespace kconform {
 
 using nlohmann::json;
 
-void VerdictWriter::emit(const std::string& line) {
-  std::fputs(line.c_str(), out_);
-  std::fputc('\n', out_);
+namespace {
+// The writer whose held records write_pending_verdicts() writes: the newest
+// live one (each restores the one before it when it goes).
+std::atomic<VerdictWriter*> g_newest{nullptr};
+}  // namespace
+
+VerdictWriter::VerdictWriter(std::FILE* out)
+    : out_(out), fd_(::fileno(out)), prev_(g_newest.exchange(this)), held_(new char[kHeld]) {}
+
+VerdictWriter::~VerdictWriter() {
+  flush();
+  g_newest.store(prev_);
+}
+
+void VerdictWriter::flush() {
+  const size_t n = held_len_.load(std::memory_order_relaxed);
+  if (n == 0) return;
+  std::fwrite(held_.get(), 1, n, out_);
   std::fflush(out_);
+  held_len_.store(0, std::memory_order_release);
+}
+
+// A record and its newline, held (or written at once: `now`, or a record
+// longer than the buffer). held_len_ grows only once the whole record is in
+// place, so the crash paths never write half a record.
+void VerdictWriter::emit(std::string_view line, bool now) {
+  size_t n = held_len_.load(std::memory_order_relaxed);
+  if (n + line.size() + 1 > kHeld) {
+    flush();
+    n = 0;
+  }
+  if (line.size() + 1 > kHeld) {
+    std::fwrite(line.data(), 1, line.size(), out_);
+    std::fputc('\n', out_);
+    std::fflush(out_);
+    return;
+  }
+  std::memcpy(held_.get() + n, line.data(), line.size());
+  held_[n + line.size()] = '\n';
+  held_len_.store(n + line.size() + 1, std::memory_order_release);
+  if (now) flush();
+}
+
+void write_pending_verdicts() noexcept {
+  const VerdictWriter* w = g_newest.load(std::memory_order_acquire);
+  if (!w || w->fd_ < 0) return;  // none, or a memory stream (open_memstream)
+  const char* p = w->held_.get();
+  size_t n = w->held_len_.load(std::memory_order_acquire);
+  while (n > 0) {
+    const ssize_t k = ::write(w->fd_, p, n);
+    if (k <= 0) return;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
 }
 
 void VerdictWriter::plan(size_t scenarios, size_t ops) {
   emit(json{{"type", "plan"}, {"format", kVerdictFormatVersion}, {"scenarios", scenarios}, {"ops", ops}}
-           .dump());
+           .dump(), /*now=*/true);
 }
 
 void VerdictWriter::target(const TargetIdentity& id) {
@@ -30,7 +84,7 @@ void VerdictWriter::target(const TargetIdentity& id) {
             {"release", id.release},
             {"profile", id.profile},
             {"caps", caps}}
-           .dump());
+           .dump(), /*now=*/true);
 }
 
 namespace {
@@ -76,10 +130,39 @@ json contents_record(const ContentCheck& c) {
 
 }  // namespace
 
+namespace {
+
+// A string literal appended whole (its length known when compiled).
+template <size_t N>
+void lit(std::string& o, const char (&s)[N]) {
+  o.append(s, N - 1);
+}
+
+// ["<rule ID>","allowed"] and ["<rule ID>","forbidden"] for every rule, as
+// json_put_string writes the ID: made once.
+const std::string& rule_hit_json(RuleId rule, bool forbidden) {
+  static const std::vector<std::string> table = [] {
+    std::vector<std::string> t;
+    t.reserve(2 * kRuleCount);
+    for (size_t r = 0; r < kRuleCount; ++r)
+      for (const char* side : {",\"allowed\"]", ",\"forbidden\"]"}) {
+        std::string e = "[";
+        json_put_string(e, rule_info(static_cast<RuleId>(r)).id);
+        t.push_back(e + side);
+      }
+    return t;
+  }();
+  return table[2 * (rule < kRuleCount ? rule : 0) + forbidden];
+}
+
+}  // namespace
+
 // The op record is written directly, keys in the order nlohmann::json's
 // std::map gives them, byte for byte what json::dump() would print
 // (VerdictJson.OpRecordIsWhatNlohmannPrints): one record per op made half of
-// the EL2 differential's time through a json object tree.
+// the EL2 differential's time through a json object tree. The fields that
+// are the same for every op of a scenario ("file" and "index", "scenario")
+// are quoted once per scenario.
 void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
                        const Outcome& observed, const Verdict& verdict, const ContentCheck* contents,
                        bool adopted, const std::string* call) {
@@ -99,6 +182,17 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   // A re-read that found nothing (no file yet) is left out.
   const bool with_contents =
       contents && contents->taken && (contents->files != 0 || !contents->unobserved.empty());
+  if (ref.file != scenario_file_ || ref.index != scenario_index_ || ref.scenario->name != scenario_name_) {
+    scenario_file_ = ref.file;
+    scenario_index_ = ref.index;
+    scenario_name_ = ref.scenario->name;
+    file_index_json_.clear();
+    json_put_string(file_index_json_, ref.file);
+    lit(file_index_json_, ",\"index\":");
+    json_put_uint(file_index_json_, ref.index);
+    name_json_.clear();
+    json_put_string(name_json_, ref.scenario->name);
+  }
   std::string& o = line_;
   o.clear();
   // An outcome or an allowed outcome as a JSON string, its text built in field_.
@@ -107,12 +201,10 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     append_to(field_, x);
     json_put_string(o, field_);
   };
-  o += '{';
-  if (violation && adopted) {
-    json_put_key(o, "adopted");
-    o += "true";
-  }
-  json_put_key(o, "call");
+  if (violation && adopted)
+    lit(o, "{\"adopted\":true,\"call\":");
+  else
+    lit(o, "{\"call\":");
   if (!call) {
     format_op(*ref.scenario, op_index, &field_);
     call = &field_;
@@ -120,55 +212,46 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   json_put_string(o, *call);
   // Robustness against an environment the scenario made misbehave (an
   // injected EL3 fault) or conformance (oracles/README.md).
-  if (violation) {
-    json_put_key(o, "class");
-    json_put_string(o, expected.robustness ? "robustness" : "conformance");
-  }
+  if (violation && expected.robustness) lit(o, ",\"class\":\"robustness\"");
+  if (violation && !expected.robustness) lit(o, ",\"class\":\"conformance\"");
   if (with_contents) {
-    json_put_key(o, "contents");
+    lit(o, ",\"contents\":");
     o += contents_record(*contents).dump();
   }
-  json_put_key(o, "expected");
-  o += '[';
+  lit(o, ",\"expected\":[");
   for (size_t i = 0; i < expected.allowed.size(); ++i) {
     if (i) o += ',';
     put_text(expected.allowed[i]);
   }
-  o += ']';
-  json_put_key(o, "file");
-  json_put_string(o, ref.file);
-  if (gave) {
-    json_put_key(o, "gave");
+  lit(o, "],\"file\":");
+  if (!gave) {
+    o += file_index_json_;
+  } else {  // "gave" sorts between "file" and "index"
+    json_put_string(o, ref.file);
+    lit(o, ",\"gave\":");
     put_text(*gave);
+    lit(o, ",\"index\":");
+    json_put_uint(o, ref.index);
   }
-  json_put_key(o, "index");
-  json_put_uint(o, ref.index);
   if (note) {
-    json_put_key(o, "note");
+    lit(o, ",\"note\":");
     json_put_string(o, expected.note);
   }
-  json_put_key(o, "observed");
+  lit(o, ",\"observed\":");
   put_text(observed);
-  json_put_key(o, "op");
+  lit(o, ",\"op\":");
   json_put_uint(o, op_index);
-  json_put_key(o, "rules");
-  o += '[';
+  lit(o, ",\"rules\":[");
   for (size_t i = 0; i < expected.hits.size(); ++i) {
     if (i) o += ',';
-    o += '[';
-    json_put_string(o, rule_info(expected.hits[i].rule).id);
-    o += expected.hits[i].forbidden ? ",\"forbidden\"]" : ",\"allowed\"]";
+    o += rule_hit_json(expected.hits[i].rule, expected.hits[i].forbidden);
   }
-  o += ']';
-  json_put_key(o, "scenario");
-  json_put_string(o, ref.scenario->name);
-  json_put_key(o, "type");
-  o += "\"op\"";
-  json_put_key(o, "verdict");
+  lit(o, "],\"scenario\":");
+  o += name_json_;
+  lit(o, ",\"type\":\"op\",\"verdict\":");
   json_put_string(o, to_string(verdict.kind));
   if (violation) {
-    json_put_key(o, "violated");
-    o += '[';
+    lit(o, ",\"violated\":[");
     for (size_t i = 0; i < verdict.violated.size(); ++i) {
       if (i) o += ',';
       json_put_string(o, rule_info(verdict.violated[i]).id);
@@ -238,7 +321,7 @@ void VerdictWriter::summary(size_t scenarios, size_t ops, size_t violations, dou
                             const FaultReport* fault) {
   json r{{"type", "summary"}, {"scenarios", scenarios}, {"ops", ops}, {"violations", violations}, {"seconds", seconds}};
   if (fault) r["fault"] = json{{"spec", fault->spec}, {"fired", fault->fired}, {"scenarios", fault->scenarios}};
-  emit(r.dump());
+  emit(r.dump(), /*now=*/true);
 }
 
 }  // namespace kconform

@@ -3,8 +3,12 @@
 // the reports read it (docs: oracles/README.md).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "harness/scenario/scenario.h"
 #include "models/common/contents.h"
@@ -30,9 +34,19 @@ struct FaultReport {
   uint64_t scenarios = 0;
 };
 
+// Op records are held in a fixed buffer and written when the runner ends a
+// scenario (flush()), when the buffer fills and when the writer goes; the
+// plan, target and summary records are written at once. If the process dies
+// first (a signal, a sanitizer report or the hang watchdog in the code under
+// test: harness/runner/crash_marker.h), write_pending_verdicts() writes what
+// the newest writer holds with write(2), so every op judged before the crash
+// is in the stream.
 class VerdictWriter {
  public:
-  explicit VerdictWriter(std::FILE* out) : out_(out) {}
+  explicit VerdictWriter(std::FILE* out);
+  ~VerdictWriter();
+  VerdictWriter(const VerdictWriter&) = delete;
+  VerdictWriter& operator=(const VerdictWriter&) = delete;
   void plan(size_t scenarios, size_t ops);
   void target(const TargetIdentity& id);
   // contents: the content oracle's judgement after the op, if it ran;
@@ -46,13 +60,30 @@ class VerdictWriter {
   void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps, const std::string& why = "");
   void summary(size_t scenarios, size_t ops, size_t violations, double seconds,
                const FaultReport* fault = nullptr);
+  // Writes the records held (the runner: after each scenario).
+  void flush();
 
  private:
-  void emit(const std::string& line);
+  friend void write_pending_verdicts() noexcept;
+  static constexpr size_t kHeld = size_t{1} << 16;  // bytes of records held before a write
+  void emit(std::string_view line, bool now = false);
   std::FILE* out_;
+  int fd_;  // out_'s file descriptor (-1: a memory stream), for write_pending_verdicts()
+  VerdictWriter* prev_;  // the writer write_pending_verdicts() served before this one
+  std::unique_ptr<char[]> held_;  // records not yet written: [0, held_len_)
+  std::atomic<size_t> held_len_{0};
   std::string line_;  // the op record being written, its buffer kept
+  // The scenario of the last op record, and its "file"+"index" and "scenario"
+  // values as JSON (quoted once per scenario).
+  std::string scenario_file_, scenario_name_, file_index_json_, name_json_;
+  size_t scenario_index_ = SIZE_MAX;
   std::string field_;  // one of its fields as text, before quoting (buffer kept)
 };
+
+// Writes the records the newest live VerdictWriter holds to its stream's file
+// descriptor with write(2): async-signal-safe, for the crash, sanitizer and
+// hang paths (crash_marker.cc), which end the process without a flush.
+void write_pending_verdicts() noexcept;
 
 // The op record as VerdictWriter::op writes it, built through nlohmann::json
 // (the reference the direct writer is tested against).

@@ -203,10 +203,12 @@ std::string FindingStore::record(const Scenario& s, const Finding& f, const Step
     char* buf = nullptr;
     size_t len = 0;
     if (std::FILE* mem = ::open_memstream(&buf, &len)) {
-      VerdictWriter w(mem);
-      w.target(id);
-      const ScenarioRef ref{&s, base + ".kcs", 0};
-      w.op(ref, f.op, r.expected, r.observed, r.verdict, r.contents.taken ? &r.contents : nullptr, r.adopted);
+      {
+        VerdictWriter w(mem);  // written to mem when it goes
+        w.target(id);
+        const ScenarioRef ref{&s, base + ".kcs", 0};
+        w.op(ref, f.op, r.expected, r.observed, r.verdict, r.contents.taken ? &r.contents : nullptr, r.adopted);
+      }
       std::fclose(mem);
       jsonl.assign(buf, len);
       std::free(buf);

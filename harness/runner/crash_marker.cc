@@ -2,6 +2,7 @@
 #include "harness/runner/crash_marker.h"
 
 #include "oracles/json_text.h"
+#include "oracles/verdict_json.h"
 
 #include <unistd.h>
 
@@ -46,7 +47,10 @@ void write_all(const char* s, size_t n) {
 
 void write_str(const char* s) { write_all(s, std::strlen(s)); }
 
+// The verdict records the runner holds (the ops of this scenario judged so
+// far: VerdictWriter), then the marker.
 void write_marker(const char* kind, int sig) {
+  write_pending_verdicts();
   char head[96];
   // Small integers only: no snprintf in a signal handler.
   char num[16];

@@ -304,6 +304,8 @@ TEST(CrashMarker, SignalNamesTheOpInFlight) {
 class SpinningTarget : public Target {
  public:
   SpinningTarget(Target& inner, std::string name, size_t op) : inner_(inner), name_(std::move(name)), op_(op) {}
+  const std::string& name() const { return name_; }
+  size_t op() const { return op_; }
   const TargetIdentity& identity() const override { return inner_.identity(); }
   void begin(const Scenario& s) override { inner_.begin(s); }
   Outcome exec(const Scenario& s, size_t i) override {
@@ -340,6 +342,75 @@ TEST_F(El2Ffa, WatchdogEndsAnOpThatNeverReturns) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(kExitHang), want);
+}
+
+// A target whose op `op` of scenario `name` dies of SIGSEGV (the stand-in of
+// a mutant that dereferences a bad pointer).
+class CrashingTarget : public SpinningTarget {
+ public:
+  using SpinningTarget::SpinningTarget;
+  Outcome exec(const Scenario& s, size_t i) override {
+    if (s.name == name() && i == op()) std::raise(SIGSEGV);
+    return SpinningTarget::exec(s, i);  // (never the spinning op: it crashed above)
+  }
+};
+
+// The verdict stream holds a scenario's records until the scenario ends
+// (VerdictWriter): when the op in flight crashes or hangs, the records of
+// every op judged before it are still written, each whole, before the
+// marker (the driver counts them: engine/runner.py _ops_written). One run
+// to op 2 of a scenario past the first, killed as `hang` says.
+void expect_judged_ops_written(const std::vector<LoadedScenario>& mine, Model& model, Target& target,
+                               const InvariantSource* inv, bool hang) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  size_t at = 0;  // a scenario with at least 3 ops, not the first
+  for (size_t k = 1; k < mine.size() && !at; ++k)
+    if (mine[k].scenario.ops.size() >= 3) at = k;
+  ASSERT_GT(at, 0u);
+  const LoadedScenario& victim = mine[at];
+  const size_t op = 2;
+  size_t before = op;  // op records expected: every op of the scenarios before, then ops 0 and 1
+  for (size_t k = 0; k < at; ++k) before += mine[k].scenario.ops.size();
+  const std::vector<LoadedScenario> upto(mine.begin(), mine.begin() + static_cast<long>(at) + 1);
+  // Named for the page size and case (the death test's child re-runs this
+  // body, so the name is the same in both; the 4K and 16K binaries run at once).
+  const std::string path = ::testing::TempDir() + "kc_crash_stream_" + target.identity().profile + "_" +
+                           (hang ? "hang" : "crash") + ".jsonl";
+  std::remove(path.c_str());
+  auto run_to_death = [&] {
+    install_crash_marker();
+    if (hang) start_watchdog(0.3);
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    VerdictWriter w(f);
+    SpinningTarget spin(target, victim.scenario.name, op);
+    CrashingTarget crash(target, victim.scenario.name, op);
+    run_scenarios(upto, model, hang ? static_cast<Target&>(spin) : crash, w, inv);
+    std::exit(0);
+  };
+  if (hang)
+    EXPECT_EXIT(run_to_death(), ::testing::ExitedWithCode(kExitHang), "KCONFORM-CRASH");
+  else
+    EXPECT_EXIT(run_to_death(), ::testing::KilledBySignal(SIGSEGV), "KCONFORM-CRASH");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr) << path;
+  std::vector<json> ops;
+  char line[1 << 16];
+  while (std::fgets(line, sizeof line, f)) ops.push_back(json::parse(line));  // each record whole
+  std::fclose(f);
+  ASSERT_EQ(ops.size(), before);
+  for (size_t k = 0; k < op; ++k) {
+    const json& rec = ops[before - op + k];
+    EXPECT_EQ(rec["scenario"], victim.scenario.name);
+    EXPECT_EQ(rec["op"], k);
+  }
+}
+
+TEST_F(El2Ffa, OpsJudgedBeforeACrashAreInTheStream) {
+  expect_judged_ops_written(mine_, *model_, *target_, target_.get(), /*hang=*/false);
+}
+
+TEST_F(El2Ffa, OpsJudgedBeforeAHangAreInTheStream) {
+  expect_judged_ops_written(mine_, *model_, *target_, target_.get(), /*hang=*/true);
 }
 
 // Without a spinning op the same run finishes: ops that return in time (and

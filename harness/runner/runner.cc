@@ -92,6 +92,7 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
         break;
       }
     }
+    writer.flush();  // the scenario's records, in one write
   }
   clear_in_flight();
   return stats;
