@@ -48,6 +48,9 @@ class El2FfaTarget final : public Target, public InvariantSource {
   void end() override {}
 
   std::span<const InvariantBreak> invariant_breaks() const override { return breaks_; }
+  // Tests: I2 checked after every op, also when the state digest says nothing
+  // it reads changed (to show that skip changes no verdict).
+  void set_check_i2_always(bool on) { check_i2_always_ = on; }
 
   // For tests: the SPMC model (EL3 unless a real one was given), the real
   // EL3 (or nullptr) and the digest of the current state.
@@ -69,7 +72,9 @@ class El2FfaTarget final : public Target, public InvariantSource {
   uint64_t tx_op(const Scenario& s, const Op& op);
   uint64_t write_tx(uint64_t offset, const uint8_t* data, uint64_t n) const;
   std::span<const uint8_t> views() const;  // host pages, digest encoding
-  void check_invariants(uint64_t fid, bool host_call, uint64_t pre_spmc, const uint64_t out[kNumRegs]);
+  // state: the op's state digest (I2 is skipped when it is the last checked).
+  void check_invariants(uint64_t fid, bool host_call, uint64_t pre_spmc, const uint64_t out[kNumRegs],
+                        uint64_t state);
 
   std::string error_;
   ::kconform::ffa::ProxyProfile profile_;
@@ -92,6 +97,9 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // Pages mismatched between stage-2 and EL3 after the previous op: an
   // invariant is reported by the op that breaks it, not by every later op.
   std::vector<uint8_t> mismatch_;
+  uint64_t checked_state_ = 0;  // the state digest after the last op I2 checked
+  bool checked_state_known_ = false;  // (this scenario)
+  bool check_i2_always_ = false;
   std::vector<uint8_t> held_;  // check_invariants' scratch: host pages EL3 holds
   std::vector<uint8_t> seen_;  // and 4K pages already decided (all zero between calls)
   std::vector<PageTracker::Changed> changed_;  // I1's scratch: pages the op changed, sorted
