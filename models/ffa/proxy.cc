@@ -288,7 +288,7 @@ void Plan::relay(const Relay& r, uint64_t out[kNumRegs], Hits* hits_to) {
     probe_.rx_written = true;
     const uint8_t* src = probe_.response_built ? probe_.response : w.spmc.response().data();
     const uint32_t n = ans.rx_len < kMaxDescBytes ? ans.rx_len : kMaxDescBytes;
-    for (uint32_t i = 0; i < n; ++i) probe_.rx[i] = src[ans.rx_from + i];
+    std::memcpy(probe_.rx, src + ans.rx_from, n);
     if (n > probe_.rx_valid) probe_.rx_valid = n;
   }
   for (uint32_t i = 0; i < kNumRegs; ++i) out[i] = ans.out[i];
@@ -298,13 +298,18 @@ const Transaction* Plan::el3_find(uint64_t handle) const { return w_->spmc.find(
 bool Plan::el3_page_held(uint64_t pa) const { return w_->spmc.page_held(pa, probe_.overlay); }
 
 void Plan::read_hyp_rx(uint8_t* dst, uint32_t len) const {
+  // The bytes there are, then zeros up to len.
+  auto put = [&](const uint8_t* src, uint64_t have) {
+    const uint32_t n = src ? static_cast<uint32_t>(have < len ? have : len) : 0;
+    if (n) std::memcpy(dst, src, n);
+    std::memset(dst + n, 0, len - n);
+  };
   if (probe_.rx_written) {
-    for (uint32_t i = 0; i < len; ++i) dst[i] = i < probe_.rx_valid ? probe_.rx[i] : 0;
+    put(probe_.rx, probe_.rx_valid);
     return;
   }
   const uint64_t mbox = w_->profile->mbox_bytes();
-  const uint8_t* rx = w_->at(w_->hyp_rx_pa(), len < mbox ? len : mbox);
-  for (uint32_t i = 0; i < len; ++i) dst[i] = rx && i < mbox ? rx[i] : 0;
+  put(w_->at(w_->hyp_rx_pa(), len < mbox ? len : mbox), mbox);
 }
 
 // --- Shared by the checks ----------------------------------------------------------
