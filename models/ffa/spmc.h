@@ -86,6 +86,10 @@ struct SpmcConfig {
 struct Transaction {
   bool live = false;
   bool complete = false;
+  // The constituents are in ascending address order and disjoint (record()
+  // found them so): page_index() finds a page's constituent by binary search.
+  // (Here, in what was padding: the state-bytes comparisons see no new padding.)
+  bool ascending = false;
   uint64_t handle = 0;
   MemKind kind = MemKind::kNone;
   uint16_t sender = 0;
@@ -96,9 +100,6 @@ struct Transaction {
   uint16_t recv_id[kMaxReceivers] = {};
   uint8_t recv_perms[kMaxReceivers] = {};
   bool retrieved[kMaxReceivers] = {};
-  // The constituents are in ascending address order and disjoint (record()
-  // found them so): page_index() finds a page's constituent by binary search.
-  bool ascending = false;
   uint32_t n_ranges = 0;
   Constituent ranges[kMaxRanges];
   uint32_t total_pages = 0;
