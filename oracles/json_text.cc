@@ -110,4 +110,18 @@ void json_put_uint(std::string& o, uint64_t v) {
   o.append(buf, r.ptr);
 }
 
+void ScenarioJson::update(const std::string& scenario, const std::string& file, uint64_t index) {
+  if (set_ && scenario == scenario_ && file == file_ && index == index_) return;
+  set_ = true;
+  scenario_ = scenario;
+  file_ = file;
+  index_ = index;
+  file_index.clear();
+  json_put_string(file_index, file);
+  file_index += ",\"index\":";
+  json_put_uint(file_index, index);
+  name.clear();
+  json_put_string(name, scenario);
+}
+
 }  // namespace kconform

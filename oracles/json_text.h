@@ -20,4 +20,18 @@ void json_put_string(std::string& o, std::string_view v);
 void json_put_key(std::string& o, std::string_view key);
 void json_put_uint(std::string& o, uint64_t v);
 
+// A scenario's fields as the per-op records print them, quoted again only
+// when the scenario changes (the verdict stream's op records and the crash
+// marker's op in flight): file_index is the "file" value through the "index"
+// value (`"<file>","index":<index>`), name the "scenario" value.
+struct ScenarioJson {
+  void update(const std::string& scenario, const std::string& file, uint64_t index);
+  std::string file_index, name;
+
+ private:
+  std::string scenario_, file_;
+  uint64_t index_ = UINT64_MAX;
+  bool set_ = false;
+};
+
 }  // namespace kconform

@@ -182,17 +182,7 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   // A re-read that found nothing (no file yet) is left out.
   const bool with_contents =
       contents && contents->taken && (contents->files != 0 || !contents->unobserved.empty());
-  if (ref.file != scenario_file_ || ref.index != scenario_index_ || ref.scenario->name != scenario_name_) {
-    scenario_file_ = ref.file;
-    scenario_index_ = ref.index;
-    scenario_name_ = ref.scenario->name;
-    file_index_json_.clear();
-    json_put_string(file_index_json_, ref.file);
-    lit(file_index_json_, ",\"index\":");
-    json_put_uint(file_index_json_, ref.index);
-    name_json_.clear();
-    json_put_string(name_json_, ref.scenario->name);
-  }
+  scenario_json_.update(ref.scenario->name, ref.file, ref.index);
   std::string& o = line_;
   o.clear();
   // An outcome or an allowed outcome as a JSON string, its text built in field_.
@@ -225,7 +215,7 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   }
   lit(o, "],\"file\":");
   if (!gave) {
-    o += file_index_json_;
+    o += scenario_json_.file_index;
   } else {  // "gave" sorts between "file" and "index"
     json_put_string(o, ref.file);
     lit(o, ",\"gave\":");
@@ -247,7 +237,7 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     o += rule_hit_json(expected.hits[i].rule, expected.hits[i].forbidden);
   }
   lit(o, "],\"scenario\":");
-  o += name_json_;
+  o += scenario_json_.name;
   lit(o, ",\"type\":\"op\",\"verdict\":");
   json_put_string(o, to_string(verdict.kind));
   if (violation) {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "harness/scenario/scenario.h"
+#include "oracles/json_text.h"
 #include "models/common/contents.h"
 #include "oracles/oracle.h"
 #include "targets/target.h"
@@ -73,10 +74,7 @@ class VerdictWriter {
   std::unique_ptr<char[]> held_;  // records not yet written: [0, held_len_)
   std::atomic<size_t> held_len_{0};
   std::string line_;  // the op record being written, its buffer kept
-  // The scenario of the last op record, and its "file"+"index" and "scenario"
-  // values as JSON (quoted once per scenario).
-  std::string scenario_file_, scenario_name_, file_index_json_, name_json_;
-  size_t scenario_index_ = SIZE_MAX;
+  ScenarioJson scenario_json_;  // the op record's scenario fields, quoted once per scenario
   std::string field_;  // one of its fields as text, before quoting (buffer kept)
 };
 

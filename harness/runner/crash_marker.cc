@@ -150,28 +150,9 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   // directly: this runs before every op (oracles/json_text.h). The fields of
   // the scenario ("file" and "index"; "ops" and "scenario") are quoted once
   // per scenario.
-  thread_local std::string s, last_scenario, last_file, file_index, ops_scenario;
-  thread_local size_t last_index = SIZE_MAX, last_ops = SIZE_MAX;
-  thread_local bool last_have = false;
-  if (scenario != last_scenario || file != last_file || index != last_index || g_ops != last_ops ||
-      g_have_scenario != last_have) {
-    last_scenario = scenario;
-    last_file = file;
-    last_index = index;
-    last_ops = g_ops;
-    last_have = g_have_scenario;
-    file_index.assign(",\"file\":");
-    json_put_string(file_index, file);
-    file_index += ",\"index\":";
-    json_put_uint(file_index, index);
-    ops_scenario.clear();
-    if (g_have_scenario) {
-      ops_scenario += ",\"ops\":";
-      json_put_uint(ops_scenario, g_ops);
-    }
-    ops_scenario += ",\"scenario\":";
-    json_put_string(ops_scenario, scenario);
-  }
+  thread_local std::string s;
+  thread_local ScenarioJson sj;
+  sj.update(scenario, file, index);
   s.assign("{");
   if (g_have_scenario) {
     json_put_key(s, "at");
@@ -186,10 +167,16 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   else
     json_put_string(s, call.substr(0, kCallShown) + "... (" + std::to_string(call.size() - kCallShown) +
                            " more bytes)");
-  s += file_index;
+  s += ",\"file\":";
+  s += sj.file_index;
   s += ",\"op\":";
   json_put_uint(s, op);
-  s += ops_scenario;
+  if (g_have_scenario) {
+    s += ",\"ops\":";
+    json_put_uint(s, g_ops);
+  }
+  s += ",\"scenario\":";
+  s += sj.name;
   g_have_in_flight = 0;
   // Up to its end, not strncpy's zero fill of the whole 4 KiB; without the "{".
   const size_t n = std::min(s.size() - 1, sizeof g_in_flight - 1);
