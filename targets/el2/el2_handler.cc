@@ -1,6 +1,10 @@
 // The EL2 target's C++ side: memory, hooks and snapshots around kc_el2_glue.c.
 #include "targets/el2/el2_handler.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -46,10 +50,22 @@ struct Snapshot {
   size_t zero_prefix = 0;  // memory[0, zero_prefix) is all zero (the host RAM no op touched)
 };
 
+// At most this many pages are restored by copy (RamRestore below); more
+// written through el2_phys() and the whole RAM is restored as before the
+// guess: zero part given back to the kernel, the rest copied.
+constexpr size_t kKeptPagesMax = 64;
+
 struct Target {
   El2Config config;
   std::unique_ptr<uint8_t, FreeDeleter> mem;
   size_t mem_size = 0;
+  size_t page_size = 0;
+  // The pages handed out by el2_phys() since the last restore (the harness's
+  // TX writes, host_fill, the RXTX_MAP buffers), listed once each up to
+  // kKeptPagesMax; written_over: more than that.
+  std::vector<uint32_t> written;
+  bool written_over = false;
+  std::vector<uint32_t> kept;  // el2_restore's scratch list
   uint64_t hyp_base_pa = 0;
   std::optional<Mutable> m;
   El3Fn el3;  // empty: m->el3
@@ -123,11 +139,15 @@ bool el2_init(const El2Config& config, std::string* err) {
   }
   t.config = config;
   t.mem_size = (config.host_pages + hyp_pages) * ps;
+  t.page_size = ps;
   t.mem.reset(static_cast<uint8_t*>(std::aligned_alloc(ps, t.mem_size)));
   if (!t.mem) {
     if (err) *err = "el2_init: cannot allocate physical memory";
     return false;
   }
+  // Small pages only: el2_restore gives single pages back to the kernel and
+  // keeps others mapped, which would split a transparent huge page each time.
+  madvise(t.mem.get(), t.mem_size, MADV_NOHUGEPAGE);
   std::memset(t.mem.get(), 0, t.mem_size);
   t.hyp_base_pa = config.phys_base + config.host_pages * ps;
 
@@ -175,12 +195,73 @@ void el2_snapshot() {
   size_t z = 0;
   while (z < t.mem_size && t.snap.memory[z] == 0) ++z;
   t.snap.zero_prefix = z;
+  t.written.clear();
+  t.written_over = false;
 }
 
 unsigned restore_skip = 0;  // tests only (el2_set_restore_skip)
 
+// [a, b) of the RAM reads as zero again: its OS pages are given back to the
+// kernel (private anonymous memory: zero when next touched), costing only the
+// pages populated in it. a and b are page aligned.
+static void give_back(uint8_t* a, uint8_t* b) {
+  if (b > a && madvise(a, static_cast<size_t>(b - a), MADV_DONTNEED) != 0) std::memset(a, 0, static_cast<size_t>(b - a));
+}
+
+// The RAM as at the snapshot. The snapshot's zero part (most of the host RAM,
+// [0, zero_prefix)) is where a scenario's writes usually land, on a few pages:
+// the pages we know it may have written (`kept`: what el2_phys() handed out,
+// host pages shared with the hyp, which ffa.c writes as the host's RX, and
+// the hyp's own pages) are zeroed in place and stay mapped (no fault when the
+// next scenario writes them again), and every other page of the zero part is
+// given back to the kernel. A write through a path not in the guess (ffa.c
+// writing a page it has no business in) is undone all the same: the guess
+// decides the cost, never the result. The part past the zero prefix is copied.
+static void restore_ram(Target& t) {
+  const size_t ps = t.page_size, z = t.snap.zero_prefix / ps * ps;  // zero pages: [0, z)
+  uint8_t* const mem = t.mem.get();
+  std::vector<uint32_t>& kept = t.kept;
+  kept.clear();
+  bool over = t.written_over;
+  if (!over) {
+    kept = t.written;
+    const uint64_t base_pfn = t.config.phys_base / ps, pages = t.mem_size / ps;
+    for (const Stage2Call& c : t.m->tracker.log())
+      if (c.kind == Stage2Call::Kind::kShareHyp && c.a >= base_pfn && c.a - base_pfn < pages)
+        kept.push_back(static_cast<uint32_t>(c.a - base_pfn));
+    for (uint64_t p = t.config.host_pages; p < pages; ++p) kept.push_back(static_cast<uint32_t>(p));
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    // Host pages past the bound (a scenario that mapped mailboxes at many
+    // places): the cost of zeroing them in place would pass the kernel's.
+    over = kept.size() - (pages - t.config.host_pages) > 2 * kKeptPagesMax;
+  }
+  if (over) {
+    zero_bytes(mem, t.snap.zero_prefix);
+  } else {
+    size_t done = 0;  // [0, done) restored
+    for (size_t k = 0; k < kept.size() && size_t{kept[k]} * ps < z;) {
+      size_t run = 1;  // kept[k, k + run): consecutive pages
+      while (k + run < kept.size() && kept[k + run] == kept[k] + run && size_t{kept[k + run]} * ps < z) ++run;
+      const size_t a = size_t{kept[k]} * ps, b = a + run * ps;
+      give_back(mem + done, mem + a);
+      std::memset(mem + a, 0, b - a);
+      done = b;
+      k += run;
+    }
+    give_back(mem + done, mem + z);
+    std::memset(mem + z, 0, t.snap.zero_prefix - z);
+  }
+  const size_t zp = t.snap.zero_prefix;
+  std::memcpy(mem + zp, t.snap.memory.data() + zp, t.mem_size - zp);
+}
+
 void el2_restore() {
   Target& t = T();
+  // RAM first: its guess of the pages written reads the tracker's log.
+  if (!(restore_skip & kRestoreRam)) restore_ram(t);
+  t.written.clear();
+  t.written_over = false;
   if (!(restore_skip & kRestoreFfaStatics)) {
     kc_el2_ffa_state_load(t.snap.ffa_state.data());
     kc_el2_shim = t.snap.shim;
@@ -191,12 +272,6 @@ void el2_restore() {
     t.m->tracker.RestoreFrom(t.snap.m->tracker);
     t.m->el3 = t.snap.m->el3;
     t.m->warnings = t.snap.m->warnings;
-  }
-  // The zero part (most of the host RAM) costs only the pages touched since.
-  const size_t z = t.snap.zero_prefix;
-  if (!(restore_skip & kRestoreRam)) {
-    zero_bytes(t.mem.get(), z);
-    std::memcpy(t.mem.get() + z, t.snap.memory.data() + z, t.mem_size - z);
   }
   t.last = CallStatus::kOk;
 }
@@ -261,6 +336,17 @@ uint8_t* el2_phys(uint64_t pa, size_t len) {
   Target& t = T();
   const uint64_t base = t.config.phys_base;
   if (pa < base || pa - base > t.mem_size || len > t.mem_size - (pa - base)) return nullptr;
+  // What el2_restore copies back rather than giving back to the kernel.
+  if (len && !t.written_over) {
+    const uint64_t first = (pa - base) / t.page_size, last = (pa - base + len - 1) / t.page_size;
+    for (uint64_t p = first; p <= last && !t.written_over; ++p) {
+      if (std::find(t.written.begin(), t.written.end(), p) != t.written.end()) continue;
+      if (t.written.size() >= kKeptPagesMax)
+        t.written_over = true;
+      else
+        t.written.push_back(static_cast<uint32_t>(p));
+    }
+  }
   return t.mem.get() + (pa - base);
 }
 

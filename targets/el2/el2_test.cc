@@ -4,6 +4,8 @@
 #include "targets/el2/el2_handler.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -194,6 +196,61 @@ TEST_F(El2, RestoreUndoesVersionNegotiation) {
   el2_restore();
   Regs out = Call({ffa::kFeatures, ffa::kRxtxMap64});
   EXPECT_EQ(out.r[0], ffa::kError);  // not negotiated any more
+}
+
+// Whether the OS page holding p is mapped (mincore).
+bool Resident(const uint8_t* p) {
+  const uintptr_t os = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  unsigned char v = 0;
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) / os * os), os, &v), 0);
+  return v & 1;
+}
+
+// el2_restore copies back the pages it knows a scenario may write (el2_phys,
+// host pages shared with the hyp, the hyp's own) and gives every other page
+// back to the kernel: a write through no known path (as ffa.c writing a page
+// it has no business in) is undone too, and only the known pages stay mapped.
+TEST_F(El2, RestoreUndoesWritesThroughAnyPathAndKeepsTheKnownPagesMapped) {
+  const std::vector<uint8_t> fresh = el2_state_bytes();
+  const size_t ps = el2_build_info().page_size;
+  Negotiate();
+  ASSERT_EQ(MapMailboxes().r[0], ffa::kSuccess32);  // host pages 0 and 1 shared with the hyp
+  uint8_t* known = el2_phys(el2_host_page_pa(5), 10);
+  ASSERT_NE(known, nullptr);
+  std::memset(known, 0x5a, 10);
+  std::span<uint8_t> ram = el2_phys_mem();
+  uint8_t* stray[] = {ram.data() + 2 * ps, ram.data() + 6 * ps + 7, ram.data() + 40 * ps + ps - 1,
+                      ram.data() + 63 * ps};
+  for (uint8_t* p : stray) *p = 0xa5;
+  el2_phys(el2_host_page_pa(1), 1)[3] = 0x11;  // the host's RX
+  el2_phys(el2_hyp_rx_pa(), 1)[0] = 0x22;      // the hyp's RX
+  el2_restore();
+  // Mapped or not before anything reads them (a read maps the zero page).
+  EXPECT_TRUE(Resident(known));
+  EXPECT_TRUE(Resident(ram.data() + ps));
+  EXPECT_TRUE(Resident(el2_phys(el2_hyp_rx_pa(), 1)));
+  for (uint8_t* p : stray) EXPECT_FALSE(Resident(p)) << "page " << (p - ram.data()) / ps;
+  EXPECT_EQ(el2_state_bytes(), fresh);
+}
+
+// Past the bound of pages it copies back (a host_fill of many pages), the
+// whole zero part is given back: still exact.
+TEST(El2RestoreBound, ManyPagesWrittenAreRestoredToo) {
+  El2Config c;
+  c.host_pages = 512;
+  std::string err;
+  ASSERT_TRUE(el2_init(c, &err)) << err;
+  const std::vector<uint8_t> fresh = el2_state_bytes();
+  const size_t ps = el2_build_info().page_size;
+  for (size_t n : {size_t{1}, size_t{64}, size_t{65}, size_t{300}}) {
+    SCOPED_TRACE(n);
+    uint8_t* p = el2_phys(el2_host_page_pa(100), n * ps);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x77, n * ps);
+    el2_restore();
+    EXPECT_EQ(el2_state_bytes(), fresh);
+  }
+  ASSERT_TRUE(el2_init(&err)) << err;
 }
 
 TEST_F(El2, InitAgainStartsFromScratch) {
