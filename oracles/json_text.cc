@@ -46,14 +46,17 @@ bool utf8_ok(std::string_view v) {
 // control bytes as \u00xx, UTF-8 as it is; a string that is not UTF-8 goes to
 // nlohmann, which rejects it as it always did. Runs of plain bytes are copied
 // whole.
-void json_put_string(std::string& o, std::string_view v) {
-  // Eight bytes at a time: a word with no byte < 0x20, '"', '\\' or >= 0x80 is
-  // copied as it is (the long hex payloads of FF-A calls are all such bytes).
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-  auto special = [](uint64_t x) {
-    const uint64_t q = x ^ (kOnes * '"'), b = x ^ (kOnes * '\\');
-    return ((x - kOnes * 0x20) | ((q - kOnes) & ~q) | ((b - kOnes) & ~b) | x) & kHigh;
-  };
+namespace {
+
+// Eight bytes at a time: whether a word holds a byte < 0x20, '"', '\\' or >= 0x80.
+constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+uint64_t special(uint64_t x) {
+  const uint64_t q = x ^ (kOnes * '"'), b = x ^ (kOnes * '\\');
+  return ((x - kOnes * 0x20) | ((q - kOnes) & ~q) | ((b - kOnes) & ~b) | x) & kHigh;
+}
+
+// The length of v's prefix of whole plain words.
+size_t plain_words(std::string_view v) {
   size_t plain = 0;
   while (plain + 8 <= v.size()) {
     uint64_t x;
@@ -61,6 +64,23 @@ void json_put_string(std::string& o, std::string_view v) {
     if (special(x)) break;
     plain += 8;
   }
+  return plain;
+}
+
+bool plain_byte(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+
+}  // namespace
+
+bool json_plain(std::string_view v) {
+  for (size_t i = plain_words(v); i < v.size(); ++i)
+    if (!plain_byte(static_cast<unsigned char>(v[i]))) return false;
+  return true;
+}
+
+void json_put_string(std::string& o, std::string_view v) {
+  // A word of plain bytes is copied as it is (the long hex payloads of FF-A
+  // calls are all such bytes).
+  const size_t plain = plain_words(v);
   bool ascii = true;
   for (size_t i = plain; i < v.size(); ++i)
     if (static_cast<unsigned char>(v[i]) >= 0x80) {

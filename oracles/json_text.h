@@ -16,6 +16,9 @@ namespace kconform {
 // as it is; a string that is not UTF-8 is refused as nlohmann refuses it
 // (json::type_error).
 void json_put_string(std::string& o, std::string_view v);
+// Whether v is quoted by json_put_string as it is (no byte below 0x20, '"',
+// '\\' or from 0x80 up): then '"' + v + '"' is its JSON.
+bool json_plain(std::string_view v);
 // "key": preceded by a comma unless o holds only the opening brace.
 void json_put_key(std::string& o, std::string_view key);
 void json_put_uint(std::string& o, uint64_t v);

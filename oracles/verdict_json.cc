@@ -185,10 +185,19 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
   scenario_json_.update(ref.scenario->name, ref.file, ref.index);
   std::string& o = line_;
   o.clear();
-  // An outcome or an allowed outcome as a JSON string, its text built in field_.
+  // An outcome or an allowed outcome as a JSON string: its text is written in
+  // place and quoted as it is when plain (always, for the texts outcome.cc
+  // prints), else taken out and quoted.
   auto put_text = [&](const auto& x) {
-    field_.clear();
-    append_to(field_, x);
+    const size_t at = o.size();
+    o += '"';
+    append_to(o, x);
+    if (json_plain(std::string_view(o).substr(at + 1))) {
+      o += '"';
+      return;
+    }
+    field_.assign(o, at + 1);
+    o.resize(at);
     json_put_string(o, field_);
   };
   if (violation && adopted)

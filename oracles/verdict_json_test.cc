@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +121,10 @@ TEST(VerdictJson, StringsAreWhatNlohmannPrints) {
         std::string o;
         json_put_string(o, v);
         ASSERT_EQ(o, nlohmann::json(v).dump()) << "special at " << pos;
+        // json_plain: for ASCII, exactly when the JSON is the string between
+        // quotes (UTF-8, which is too, it leaves to json_put_string).
+        const bool ascii = std::all_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+        ASSERT_EQ(json_plain(v), ascii && o == "\"" + v + "\"") << "special at " << pos;
         ++compared;
       }
   std::string o;
