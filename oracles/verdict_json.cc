@@ -165,7 +165,7 @@ const std::string& rule_hit_json(RuleId rule, bool forbidden) {
 // are quoted once per scenario.
 void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
                        const Outcome& observed, const Verdict& verdict, const ContentCheck* contents,
-                       bool adopted, const std::string* call) {
+                       bool adopted, const std::string* call_json) {
   const bool violation = verdict.kind == VerdictKind::kViolation;
   const bool note = !expected.note.empty() &&
                     (violation || verdict.kind == VerdictKind::kUnchecked ||
@@ -204,11 +204,12 @@ void VerdictWriter::op(const ScenarioRef& ref, size_t op_index, const Expectatio
     lit(o, "{\"adopted\":true,\"call\":");
   else
     lit(o, "{\"call\":");
-  if (!call) {
+  if (call_json) {
+    o += *call_json;
+  } else {
     format_op(*ref.scenario, op_index, &field_);
-    call = &field_;
+    json_put_string(o, field_);
   }
-  json_put_string(o, *call);
   // Robustness against an environment the scenario made misbehave (an
   // injected EL3 fault) or conformance (oracles/README.md).
   if (violation && expected.robustness) lit(o, ",\"class\":\"robustness\"");

@@ -51,11 +51,12 @@ class VerdictWriter {
   void plan(size_t scenarios, size_t ops);
   void target(const TargetIdentity& id);
   // contents: the content oracle's judgement after the op, if it ran;
-  // adopted: the model went on from a violating outcome (step.h); call: the
-  // op as format_op prints it, when the caller has it already.
+  // adopted: the model went on from a violating outcome (step.h); call_json:
+  // the op as format_op prints it, quoted (json_put_string), when the caller
+  // has it already.
   void op(const ScenarioRef& ref, size_t op_index, const Expectation& expected,
           const Outcome& observed, const Verdict& verdict, const ContentCheck* contents = nullptr,
-          bool adopted = false, const std::string* call = nullptr);
+          bool adopted = false, const std::string* call_json = nullptr);
   // An op of a scenario the target cannot run: the capabilities it lacks, by
   // name ("missing"), and/or why ("note": what else keeps the target from it).
   void unsupported(const ScenarioRef& ref, size_t op_index, uint32_t missing_caps, const std::string& why = "");

@@ -12,20 +12,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
 #include "oracles/json_text.h"
 
 namespace kconform {
 namespace {
 
+// The record VerdictWriter::op writes; quote_call: given the call quoted, as
+// the runner gives it.
 std::string written(const ScenarioRef& ref, size_t op, const Expectation& e, const Outcome& o, const Verdict& v,
-                    const ContentCheck* c, bool adopted) {
+                    const ContentCheck* c, bool adopted, bool quote_call = false) {
   char* buf = nullptr;
   size_t len = 0;
   std::FILE* f = open_memstream(&buf, &len);
   try {
     VerdictWriter w(f);
-    w.op(ref, op, e, o, v, c, adopted);
+    std::string call_json;
+    if (quote_call) json_put_string(call_json, format_op(*ref.scenario, op));
+    w.op(ref, op, e, o, v, c, adopted, quote_call ? &call_json : nullptr);
   } catch (...) {
     std::fclose(f);
     std::free(buf);
@@ -81,9 +86,10 @@ TEST(VerdictJson, OpRecordIsWhatNlohmannPrints) {
               const ScenarioRef ref{&parsed[0], "dir/f\"ile\\.kcs", static_cast<size_t>(flags) * 1000003};
               const size_t op = static_cast<size_t>(flags);
               for (bool adopted : {false, true}) {
-                ASSERT_EQ(written(ref, op, e, o, v, c, adopted),
-                          op_record_reference(ref, op, e, o, v, c, adopted))
+                const std::string want = op_record_reference(ref, op, e, o, v, c, adopted);
+                ASSERT_EQ(written(ref, op, e, o, v, c, adopted), want)
                     << "kind " << static_cast<int>(kind) << " note '" << note << "' flags " << flags;
+                ASSERT_EQ(written(ref, op, e, o, v, c, adopted, /*quote_call=*/true), want);
                 ++compared;
               }
             }

@@ -143,8 +143,10 @@ void install_crash_marker() {
   }
 }
 
-void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
-                   const std::string& call) {
+namespace {
+
+void set_in_flight_quoted(const std::string& scenario, const std::string& file, size_t index, size_t op,
+                          const std::string& call, const std::string* call_json) {
   // The fields of {"at", "call", "file", "index", "op", "ops", "scenario"}
   // without their braces (the marker adds its own fields in front), written
   // directly: this runs before every op (oracles/json_text.h). The fields of
@@ -162,7 +164,9 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   // string cut by the copy below would not parse).
   json_put_key(s, "call");
   constexpr size_t kCallShown = 1024;
-  if (call.size() <= kCallShown)
+  if (call.size() <= kCallShown && call_json)
+    s += *call_json;
+  else if (call.size() <= kCallShown)
     json_put_string(s, call);
   else
     json_put_string(s, call.substr(0, kCallShown) + "... (" + std::to_string(call.size() - kCallShown) +
@@ -185,6 +189,18 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
   g_have_in_flight = 1;
   g_seq.fetch_add(1);
   g_in_flight_now.store(true);
+}
+
+}  // namespace
+
+void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
+                   const std::string& call) {
+  set_in_flight_quoted(scenario, file, index, op, call, nullptr);
+}
+
+void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
+                   const std::string& call, const std::string& call_json) {
+  set_in_flight_quoted(scenario, file, index, op, call, &call_json);
 }
 
 void clear_in_flight() {

@@ -30,6 +30,11 @@ void install_crash_marker();
 // Records the op about to run (formatted now; the handlers only write(2) it).
 void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
                    const std::string& call);
+// The same with the call also given quoted as a JSON string (json_put_string),
+// which is then not quoted again: the runner quotes each op once for this and
+// its verdict record.
+void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
+                   const std::string& call, const std::string& call_json);
 void clear_in_flight();
 // Records the scenario about to run: its position in the run and its op count
 // (the marker's "at" and "ops"; set_in_flight formats them in).

@@ -5,6 +5,7 @@
 #include "harness/runner/group.h"
 #include "harness/scenario/abi.h"
 #include "harness/scenario/codec.h"
+#include "oracles/json_text.h"
 
 namespace kconform {
 
@@ -23,7 +24,8 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
                        VerdictWriter& writer, const InvariantSource* invariants, const StepObserver& on_step) {
   RunStats stats;
   StepResult r;
-  std::string call;  // the op in flight, as format_op prints it
+  std::string call;       // the op in flight, as format_op prints it
+  std::string call_json;  // and quoted, for its marker and its record
   std::vector<StepResult> group;
   for (const LoadedScenario& ls : scenarios) {
     const Scenario& s = ls.scenario;
@@ -37,8 +39,8 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
       stats.unsupported += s.ops.size();
       continue;
     }
-    auto emit = [&](size_t i, const StepResult& res, const std::string* call = nullptr) {
-      writer.op(ref, i, res.expected, res.observed, res.verdict, &res.contents, res.adopted, call);
+    auto emit = [&](size_t i, const StepResult& res, const std::string* call_json = nullptr) {
+      writer.op(ref, i, res.expected, res.observed, res.verdict, &res.contents, res.adopted, call_json);
       switch (res.verdict.kind) {
         case VerdictKind::kViolation: ++stats.violations; break;
         case VerdictKind::kUnchecked: ++stats.unchecked; break;
@@ -72,11 +74,13 @@ RunStats run_scenarios(const std::vector<LoadedScenario>& scenarios, Model& mode
           continue;
         }
         format_op(s, i, &call);
-        set_in_flight(s.name, ls.file, ls.index, i, call);
+        call_json.clear();
+        json_put_string(call_json, call);
+        set_in_flight(s.name, ls.file, ls.index, i, call, call_json);
         step(model, target, invariants, s, i, model_knows, &r);
         model_knows = r.model_knows;
         violated = violated || r.verdict.kind == VerdictKind::kViolation;
-        buffer ? kept.push_back(r) : emit(i, r, &call);
+        buffer ? kept.push_back(r) : emit(i, r, &call_json);
         ++i;
       }
       target.end();
