@@ -67,7 +67,8 @@ class FfaModel final : public Model {
     planned_ = {&s, i};
     const Op& op = s.ops[i];
     // A harness op changes nothing the digest covers (the host page views and
-    // the SPMC's table): after one, the digest is still the one it began with.
+    // the SPMC's table): after one, the digest is still the one it began with;
+    // after a host call, the one expect() predicted for the effect commit() took.
     const uint64_t pre = pre_known_ ? pre_ : world_->digest();
     pre_ = pre;
     n_post_ = 0;
@@ -223,7 +224,15 @@ class FfaModel final : public Model {
         effect = effects_[k];
         break;
       }
-    take(op, observed, effect);
+    const uint64_t next = effect == kUnchanged ? pre_ : post_[effect];
+    const uint64_t renamed = take(op, observed, effect);
+    // The world's digest now is the one expect() gave this effect (what
+    // FfaModel.CommitReachesTheStateExpectPredicted shows, with this off),
+    // unless a real EL3's handle renamed the transaction: the next op's "before".
+    if (reuse_digest_ && renamed == kInvalidHandle) {
+      pre_ = next;
+      pre_known_ = true;
+    }
   }
 
   // After a violation (models/model.h): the model goes on from the target's
@@ -401,7 +410,7 @@ class FfaModel final : public Model {
   // Of the op expect() last planned: the state before it, of a host call its
   // registers and the state each effect of its plan leaves (adopt).
   uint64_t pre_ = 0;
-  bool pre_known_ = false;  // pre_ is the world's digest now (commit() of a harness op)
+  bool pre_known_ = false;  // pre_ is the world's digest now (after commit())
   uint64_t in_[kCallRegs] = {};
   uint64_t post_[kMaxVariants] = {};
   uint32_t n_post_ = 0;
@@ -409,6 +418,7 @@ class FfaModel final : public Model {
  public:
   bool skip_spmc_restore_ = false;  // tests only
   bool skip_ram_restore_ = false;   // tests only
+  bool reuse_digest_ = true;        // tests turn it off (set_model_digest_reuse)
   std::vector<uint8_t> state_bytes() const {
     std::vector<uint8_t> b(h_.mem.begin(), h_.mem.end());
     auto put = [&b](const void* p, size_t n) {
@@ -439,6 +449,7 @@ std::vector<uint8_t> model_state_bytes(const Model& model) {
 }
 void set_model_restore_skip_spmc(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_spmc_restore_ = skip; }
 void set_model_restore_skip_ram(Model& model, bool skip) { static_cast<FfaModel&>(model).skip_ram_restore_ = skip; }
+void set_model_digest_reuse(Model& model, bool reuse) { static_cast<FfaModel&>(model).reuse_digest_ = reuse; }
 
 std::string profile_name(const ProxyProfile& p) {
   return "ffa-" + std::to_string(p.page_size / 1024) + "k" + (p.reclaim2 ? "-reclaim2" : "") +

@@ -30,5 +30,9 @@ std::vector<uint8_t> model_state_bytes(const Model& model);
 void set_model_restore_skip_spmc(Model& model, bool skip);
 // Tests only: begin() leaves the model's RAM (its dirty pages) as the last scenario left it.
 void set_model_restore_skip_ram(Model& model, bool skip);
+// After a host call's commit() the model takes the digest expect() predicted
+// for the effect taken as the next op's state before, rather than hashing its
+// world again. Tests turn that off to compare the two.
+void set_model_digest_reuse(Model& model, bool reuse);
 
 }  // namespace kconform::ffa

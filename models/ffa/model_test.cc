@@ -1105,7 +1105,9 @@ TEST(FfaModel, TxExtentAndAReusedBuilderAgreeWithAFreshBuild) {
 // is exactly the state expect() predicted for it. Every scenario of the FF-A
 // corpora at 4K and 16K with RECLAIM2, twice: every op taking its first
 // allowed outcome, then its second (where it has one). A tx_write beyond the
-// mailbox (it writes nothing) after each op shows the model's state.
+// mailbox (it writes nothing) after each op shows the model's state, hashed
+// again (set_model_digest_reuse off). A model that reuses the predicted digest
+// instead, given the same outcomes, expects the same at every op.
 TEST(FfaModel, CommitReachesTheStateExpectPredicted) {
   namespace fs = std::filesystem;
   const std::vector<fs::path> files = ffa_corpus_files();
@@ -1136,19 +1138,29 @@ TEST(FfaModel, CommitReachesTheStateExpectPredicted) {
         }
         for (size_t choice = 0; choice < 2; ++choice) {
           auto m = make_model(profile(page, true));
+          auto reusing = make_model(profile(page, true));
+          set_model_digest_reuse(*m, false);
           m->begin(probed);
+          reusing->begin(probed);
           for (size_t i = 0; i < probed.ops.size(); i += 2) {
-            Expectation e;
+            Expectation e, e_reusing;
             m->expect(probed, i, e);
+            reusing->expect(probed, i, e_reusing);
+            ASSERT_EQ(e_reusing.allowed.size(), e.allowed.size()) << "op " << i / 2;
+            for (size_t k = 0; k < e.allowed.size(); ++k)
+              ASSERT_EQ(to_string(e_reusing.allowed[k]), to_string(e.allowed[k])) << "op " << i / 2;
             if (e.allowed.empty()) break;
             const Allowed& a = e.allowed[std::min(choice, e.allowed.size() - 1)];
             m->commit(probed, i, pick(a));
-            Expectation after;
+            reusing->commit(probed, i, pick(a));
+            Expectation after, after_reusing;
             m->expect(probed, i + 1, after);
+            reusing->expect(probed, i + 1, after_reusing);
             ASSERT_EQ(after.allowed.size(), 1u);
             if (a.check_state)
               EXPECT_EQ(after.allowed[0].state, a.state) << "op " << i / 2 << " " << to_string(a);
             m->commit(probed, i + 1, pick(after.allowed[0]));
+            reusing->commit(probed, i + 1, pick(after.allowed[0]));
             ++checked;
           }
         }
