@@ -515,7 +515,7 @@ void Spmc::lie(Reply& r) const {
 }
 
 void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
-  for (uint32_t i = 0; i < ans.send_len && i < tx.size(); ++i) buf_[ans.send_from + i] = tx[i];
+  if (const size_t n = std::min<size_t>(ans.send_len, tx.size())) std::memcpy(buf_ + ans.send_from, tx.data(), n);
   if (ans.send_len && tx.size())
     buf_hwm_ = std::max(buf_hwm_, std::min<uint32_t>(kMaxDescBytes, ans.send_from + std::min<uint32_t>(
                                                                           ans.send_len, static_cast<uint32_t>(tx.size()))));
@@ -527,7 +527,7 @@ void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
   }
   if (ans.rx_chunk)
     if (uint8_t* rx = phys_mut(ans.after.rx_pa, ans.rx_len))
-      for (uint32_t i = 0; i < ans.rx_len; ++i) rx[i] = resp_[ans.rx_from + i];
+      std::memcpy(rx, resp_ + ans.rx_from, ans.rx_len);
   if (ans.rx_partitions) {
     const uint32_t size = ans.partition_size;
     std::span<uint8_t> b(phys_mut(ans.after.rx_pa, ans.after.mbox_bytes), ans.after.mbox_bytes);
