@@ -130,8 +130,8 @@ void json_put_uint(std::string& o, uint64_t v) {
   o.append(buf, r.ptr);
 }
 
-void ScenarioJson::update(const std::string& scenario, const std::string& file, uint64_t index) {
-  if (set_ && scenario == scenario_ && file == file_ && index == index_) return;
+bool ScenarioJson::update(const std::string& scenario, const std::string& file, uint64_t index) {
+  if (set_ && scenario == scenario_ && file == file_ && index == index_) return false;
   set_ = true;
   scenario_ = scenario;
   file_ = file;
@@ -142,6 +142,7 @@ void ScenarioJson::update(const std::string& scenario, const std::string& file, 
   json_put_uint(file_index, index);
   name.clear();
   json_put_string(name, scenario);
+  return true;
 }
 
 }  // namespace kconform

@@ -28,7 +28,8 @@ void json_put_uint(std::string& o, uint64_t v);
 // marker's op in flight): file_index is the "file" value through the "index"
 // value (`"<file>","index":<index>`), name the "scenario" value.
 struct ScenarioJson {
-  void update(const std::string& scenario, const std::string& file, uint64_t index);
+  // Returns whether they changed (were quoted again).
+  bool update(const std::string& scenario, const std::string& file, uint64_t index);
   std::string file_index, name;
 
  private:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -149,42 +150,63 @@ void set_in_flight_quoted(const std::string& scenario, const std::string& file, 
                           const std::string& call, const std::string* call_json) {
   // The fields of {"at", "call", "file", "index", "op", "ops", "scenario"}
   // without their braces (the marker adds its own fields in front), written
-  // directly: this runs before every op (oracles/json_text.h). The fields of
-  // the scenario ("file" and "index"; "ops" and "scenario") are quoted once
-  // per scenario.
-  thread_local std::string s;
+  // straight into the marker's buffer: this runs before every op
+  // (oracles/json_text.h). What is the same for every op of a scenario is
+  // made once per scenario: the text before the call ("at"), between the call
+  // and the op's index ("file", "index") and after it ("ops", "scenario").
   thread_local ScenarioJson sj;
-  sj.update(scenario, file, index);
-  s.assign("{");
-  if (g_have_scenario) {
-    json_put_key(s, "at");
-    json_put_uint(s, g_at);
+  thread_local std::string before, between, after, cut;
+  thread_local size_t made_at = SIZE_MAX, made_ops = SIZE_MAX;
+  thread_local bool made_have = false;
+  const bool changed = sj.update(scenario, file, index);
+  if (changed || made_at != g_at || made_ops != g_ops || made_have != g_have_scenario) {
+    made_at = g_at;
+    made_ops = g_ops;
+    made_have = g_have_scenario;
+    before.assign("{");
+    if (g_have_scenario) {
+      json_put_key(before, "at");
+      json_put_uint(before, g_at);
+    }
+    json_put_key(before, "call");
+    before.erase(0, 1);  // without the "{"
+    between = ",\"file\":" + sj.file_index + ",\"op\":";
+    after.clear();
+    if (g_have_scenario) {
+      after += ",\"ops\":";
+      json_put_uint(after, g_ops);
+    }
+    after += ",\"scenario\":";
+    after += sj.name;
   }
   // A call with a long hex payload is cut (the marker holds 4 KiB, and a JSON
   // string cut by the copy below would not parse).
-  json_put_key(s, "call");
   constexpr size_t kCallShown = 1024;
-  if (call.size() <= kCallShown && call_json)
-    s += *call_json;
-  else if (call.size() <= kCallShown)
-    json_put_string(s, call);
-  else
-    json_put_string(s, call.substr(0, kCallShown) + "... (" + std::to_string(call.size() - kCallShown) +
-                           " more bytes)");
-  s += ",\"file\":";
-  s += sj.file_index;
-  s += ",\"op\":";
-  json_put_uint(s, op);
-  if (g_have_scenario) {
-    s += ",\"ops\":";
-    json_put_uint(s, g_ops);
+  const std::string* quoted = call_json;
+  if (call.size() > kCallShown || !call_json) {
+    cut.clear();
+    if (call.size() <= kCallShown)
+      json_put_string(cut, call);
+    else
+      json_put_string(cut, call.substr(0, kCallShown) + "... (" + std::to_string(call.size() - kCallShown) +
+                               " more bytes)");
+    quoted = &cut;
   }
-  s += ",\"scenario\":";
-  s += sj.name;
+  char num[24];
+  const size_t num_len = static_cast<size_t>(std::to_chars(num, num + sizeof num, op).ptr - num);
   g_have_in_flight = 0;
-  // Up to its end, not strncpy's zero fill of the whole 4 KiB; without the "{".
-  const size_t n = std::min(s.size() - 1, sizeof g_in_flight - 1);
-  std::memcpy(g_in_flight, s.data() + 1, n);
+  // Up to its end, cut at the buffer's size.
+  size_t n = 0;
+  auto put = [&n](const char* p, size_t k) {
+    k = std::min(k, sizeof g_in_flight - 1 - n);
+    std::memcpy(g_in_flight + n, p, k);
+    n += k;
+  };
+  put(before.data(), before.size());
+  put(quoted->data(), quoted->size());
+  put(between.data(), between.size());
+  put(num, num_len);
+  put(after.data(), after.size());
   g_in_flight[n] = 0;
   g_have_in_flight = 1;
   g_seq.fetch_add(1);

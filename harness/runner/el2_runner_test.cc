@@ -343,6 +343,36 @@ TEST(CrashMarker, SignalNamesTheOpInFlight) {
       "\"op\":5,\"scenario\":\"ffa/x\"\\}");
 }
 
+// The marker's op in flight is made of parts kept per scenario: after ops of
+// other scenarios (the same name in another file, another position in the
+// run), a call given quoted, and a long call cut, it names the last op only.
+TEST(CrashMarker, TheOpInFlightIsTheLastOneSet) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_crash_marker();
+        set_in_flight_scenario(3, 9);
+        set_in_flight("ffa/x", "f.kcs", 2, 5, "mem_share");
+        set_in_flight("ffa/x", "g.kcs", 2, 6, std::string(2000, 'a'));
+        set_in_flight_scenario(4, 2);
+        set_in_flight("ffa/x", "g.kcs", 2, 1, "version", "\"version\"");
+        std::raise(SIGABRT);
+      },
+      ::testing::KilledBySignal(SIGABRT),
+      "KCONFORM-CRASH \\{\"kind\":\"signal\",\"signal\":6,\"at\":4,\"call\":\"version\",\"file\":\"g.kcs\","
+      "\"index\":2,\"op\":1,\"ops\":2,\"scenario\":\"ffa/x\"\\}");
+  EXPECT_EXIT(
+      {
+        install_crash_marker();
+        set_in_flight("ffa/x", "f.kcs", 2, 5, "mem_share");
+        set_in_flight("ffa/y", "f.kcs", 2, 6, std::string(1030, 'a'), "\"ignored: too long\"");
+        std::raise(SIGABRT);
+      },
+      ::testing::KilledBySignal(SIGABRT),
+      "\"call\":\"a{1024}\\.\\.\\. \\(6 more bytes\\)\",\"file\":\"f.kcs\",\"index\":2,\"op\":6,"
+      "\"scenario\":\"ffa/y\"\\}");
+}
+
 // A target whose op `op` of scenario `name` never returns (the stand-in of a
 // looping mutant: every other op runs on the real handler).
 class SpinningTarget : public Target {
