@@ -215,6 +215,7 @@ std::unique_ptr<El2FfaTarget> open_el2_ffa_target(std::string* error, std::uniqu
 }
 
 void El2FfaTarget::el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]) {
+  forget_digests();  // the SPMC may change
   if (init_version_ == 0 && (in[0] & 0xffffffffu) == F::kFnVersion) init_version_ = static_cast<uint32_t>(in[1]);
   if ((in[0] & 0xffffffffu) == F::kReclaim2.fid && profile_.reclaim2) {
     F::Hits hits;
@@ -286,6 +287,23 @@ uint64_t El2FfaTarget::state_digest() const {
   return F::state_digest(views(), *spmc_);
 }
 
+uint64_t El2FfaTarget::digest_now() {
+  if (!el2_tracker().ChangedThisOp().empty()) digest_known_ = false;
+  if (el3_ || digest_always_ || !digest_known_) {
+    digest_ = state_digest();
+    digest_known_ = true;
+  }
+  return digest_;
+}
+
+uint64_t El2FfaTarget::spmc_now() {
+  if (el3_ || digest_always_ || !spmc_known_) {
+    spmc_digest_ = el3_digest();
+    spmc_known_ = true;
+  }
+  return spmc_digest_;
+}
+
 // The tracker keeps each page's view (PageTracker::views) in the digest's
 // encoding: host page i is the tracker's page i (both start at phys_base).
 static_assert(static_cast<uint8_t>(PageView::kHostOwned) == static_cast<uint8_t>(F::PageView::kOwned) &&
@@ -304,6 +322,7 @@ void El2FfaTarget::begin(const Scenario&) {
     spmc_->restore(*spmc_snap_);  // only the slots and buffer bytes the last scenario changed
   handles_.clear();
   last_desc_len_ = 0;
+  forget_digests();
   tx_window_ = 0;
   tx_known_ = false;
   breaks_.clear();
@@ -373,12 +392,14 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         o = Outcome::ok(static_cast<int64_t>(tx_op(s, op)));
         break;
       case kOpEl3Misbehave:  // a real EL3: at the SMC boundary (RealEl3::arm)
+        forget_digests();  // (the SPMC's own knobs: not hashed, but not ours to assume)
         if (el3_)
           el3_->arm(static_cast<uint8_t>(op.args[0]), op.args[1]);
         else
           spmc_->arm(static_cast<Fault>(op.args[0]), op.args[1]);
         break;
       case kOpEl3Profile:  // PROFILE:PERMISSIVE-EL3; a real EL3 is what it is
+        forget_digests();
         if (!el3_) spmc_->set_permissive(op.args[0] != 0);
         break;
       case kOpHostFill:
@@ -392,7 +413,8 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       }
       case kOpSpRetrieve:
       case kOpSpRelinquish: {
-        pre_spmc = el3_digest();
+        pre_spmc = spmc_now();
+        forget_digests();  // the borrower's op goes to the SPMC directly
         const uint16_t sp = static_cast<uint16_t>(op.args[1]);
         if (el3_) {
           const int rc = el3_->sp_op(op.code == kOpSpRetrieve, handle(op.args[0]), sp, out, &breaks_);
@@ -415,7 +437,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         break;
       }
       default: {
-        pre_spmc = el3_digest();
+        pre_spmc = spmc_now();
         host_call = true;
         uint64_t in[kNumRegs];
         host_regs(op, in);
@@ -458,7 +480,7 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
       }
     }
   }
-  o.state = state_digest();
+  o.state = digest_now();
   check_invariants(fid, host_call, pre_spmc, error_return ? out : nullptr, o.state);
   return o;
 }
@@ -484,7 +506,7 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
       const bool bad = el3_failed_ ? (post[k] == kShared && pre != kShared) : post[k] != pre;
       if (bad) changed += " " + hex(base + k * ps) + ":" + std::to_string(pre) + "->" + std::to_string(post[k]);
     }
-    if (!el3_failed_ && el3_digest() != pre_spmc) changed += " (and the SPMC's transactions)";
+    if (!el3_failed_ && spmc_now() != pre_spmc) changed += " (and the SPMC's transactions)";
     if (!changed.empty())
       breaks_.push_back({kFfaProxyNoChangeOnError,
                          "FFA_ERROR(" + std::to_string(error_code(err_out)) + ") returned" +

@@ -51,6 +51,9 @@ class El2FfaTarget final : public Target, public InvariantSource {
   // Tests: I2 checked after every op, also when the state digest says nothing
   // it reads changed (to show that skip changes no verdict).
   void set_check_i2_always(bool on) { check_i2_always_ = on; }
+  // Tests: the state digest hashed after every op, also when nothing it
+  // covers changed (to show reusing it changes no record).
+  void set_digest_always(bool on) { digest_always_ = on; }
 
   // For tests: the SPMC model (EL3 unless a real one was given), the real
   // EL3 (or nullptr) and the digest of the current state.
@@ -66,6 +69,12 @@ class El2FfaTarget final : public Target, public InvariantSource {
   void el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
   void real_el3_smc(const uint64_t in[kNumRegs], uint64_t out[kNumRegs]);
   uint64_t el3_digest() const;  // EL3's part of the state (I1)
+  // state_digest() and el3_digest() as last hashed when nothing they cover
+  // changed since (no SMC reached the modelled EL3, no borrower's op, no
+  // stage-2 page changed): a harness op, a call ffa.c refuses itself.
+  uint64_t digest_now();
+  uint64_t spmc_now();
+  void forget_digests() { digest_known_ = spmc_known_ = false; }
   void check_real_handle(uint64_t fid, const uint64_t out[kNumRegs]);
   uint64_t handle(uint64_t slot) const;
   void host_regs(const Op& op, uint64_t in[kNumRegs]) const;
@@ -100,6 +109,9 @@ class El2FfaTarget final : public Target, public InvariantSource {
   uint64_t checked_state_ = 0;  // the state digest after the last op I2 checked
   bool checked_state_known_ = false;  // (this scenario)
   bool check_i2_always_ = false;
+  bool digest_always_ = false;
+  bool digest_known_ = false, spmc_known_ = false;  // (modelled EL3 only)
+  uint64_t digest_ = 0, spmc_digest_ = 0;
   std::vector<uint8_t> held_;  // check_invariants' scratch: host pages EL3 holds
   std::vector<uint8_t> seen_;  // and 4K pages already decided (all zero between calls)
   std::vector<PageTracker::Changed> changed_;  // I1's scratch: pages the op changed, sorted
