@@ -34,6 +34,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "harness/scenario/ffa_abi.h"
 #include "models/ffa/desc.h"
@@ -368,6 +369,20 @@ uint64_t El2FfaTarget::tx_op(const Scenario& s, const Op& op) {
   return write_tx(w.offset, w.bytes.data(), w.bytes.size());
 }
 
+namespace {
+
+// The stderr line of a hyp panic or a fatal error is printed the first time
+// per process for each WARN_ON site (each kind of fatal error), as
+// WARN_ON_ONCE would: a corpus or a fuzzer meets the same one thousands of
+// times, and every one is in the verdict stream (the op's outcome and break).
+constexpr const char* kRepeatsNotPrinted = " (printed once per process; every one is in the verdict stream)";
+bool first_report(const std::string& key) {
+  static std::set<std::string> printed;
+  return printed.insert(key).second;
+}
+
+}  // namespace
+
 Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
   using namespace F;
   breaks_.clear();
@@ -450,11 +465,15 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
         if (fault_fired_) el3_failed_ = true;
         if (el3_fatal_) {
           // EL3 stopped (panic, failed assert, external abort): the machine stops.
-          std::fprintf(stderr, "kconform el2: fatal error at EL3 in scenario '%s' op %zu\n", s.name.c_str(), i);
+          if (first_report("EL3 fatal"))
+            std::fprintf(stderr, "kconform el2: fatal error at EL3 in scenario '%s' op %zu%s\n", s.name.c_str(), i,
+                         kRepeatsNotPrinted);
           o = Outcome::sig(SIGABRT);
         } else if (el2_last_status() == CallStatus::kFatal) {
           // hyp_panic/BUG/deadlock at EL2: the host would never return.
-          std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu\n", s.name.c_str(), i);
+          if (first_report("EL2 fatal"))
+            std::fprintf(stderr, "kconform el2: fatal error at EL2 in scenario '%s' op %zu%s\n", s.name.c_str(), i,
+                         kRepeatsNotPrinted);
           o = Outcome::sig(SIGABRT);
         } else if (el2_warnings().size() > warned) {
           // A WARN_ON at EL2 is a hyp panic: "All hyp bugs, including warnings,
@@ -462,8 +481,9 @@ Outcome El2FfaTarget::exec(const Scenario& s, size_t i) {
           // nvhe_hyp_panic_handler). The stand-in's WARN_ON returns; the
           // machine would have stopped at it.
           const Warning& w = el2_warnings()[warned];
-          std::fprintf(stderr, "kconform el2: WARN_ON(%s) at %s:%d at EL2 in scenario '%s' op %zu: a hyp panic\n",
-                       w.expr.c_str(), w.file.c_str(), w.line, s.name.c_str(), i);
+          if (first_report(w.file + ":" + std::to_string(w.line)))
+            std::fprintf(stderr, "kconform el2: WARN_ON(%s) at %s:%d at EL2 in scenario '%s' op %zu: a hyp panic%s\n",
+                         w.expr.c_str(), w.file.c_str(), w.line, s.name.c_str(), i, kRepeatsNotPrinted);
           breaks_.push_back({kFfaProxyNoHypPanic, "WARN_ON(" + w.expr + ") at " + w.file + ":" + std::to_string(w.line) +
                                                    " fired at EL2: a hyp panic in protected mode (handle_exit.c: all "
                                                    "hyp bugs, including warnings, are treated as fatal)"});
