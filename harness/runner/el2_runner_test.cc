@@ -270,6 +270,24 @@ TEST_F(El2Ffa, SkippingI2OnAnUnchangedStateChangesNoBreak) {
   EXPECT_GT(breaks, 0u);
 }
 
+// A hyp panic's stderr line is printed once per WARN_ON site per process
+// (WARN_ON_ONCE); the verdict stream still has every one.
+TEST_F(El2Ffa, AWarnOnSiteIsPrintedOnceAndRecordedEveryTime) {
+  std::vector<LoadedScenario> twice;
+  for (int k = 0; k < 2; ++k)
+    twice.push_back(named(runnable(load(std::string(KC_CORPUS_DIR) + "/ffa/invariants.kcs"), target_->identity().cap_bits),
+                          "ffa/inv/hyp-never-shared"));
+  testing::internal::CaptureStderr();
+  RunResult r = run(*target_, *model_, target_.get(), twice);
+  const std::string err = testing::internal::GetCapturedStderr();
+  size_t printed = 0, recorded = 0;
+  for (size_t at = err.find("WARN_ON("); at != std::string::npos; at = err.find("WARN_ON(", at + 1)) ++printed;
+  for (const json& rec : r.ops)
+    if (rec.dump().find("WARN_ON(") != std::string::npos) ++recorded;
+  EXPECT_LE(printed, 1u) << err;  // 0: another test of this process printed it first
+  EXPECT_EQ(recorded, 2u);
+}
+
 // The target reuses its state digest (and EL3's part, for I1) after an op
 // that changed nothing it covers: every op of corpora/ffa (but el3_reclaim.kcs)
 // gives the same outcome, digest and breaks as with both hashed after every op.
