@@ -82,6 +82,16 @@ class El2Ffa : public ::testing::Test {
   }
   bool reclaim2() const { return target_->profile().reclaim2; }
   std::string sfx() const { return std::to_string(target_->profile().page_size / 1024) + "k"; }
+  // Every scenario of corpora/ffa this target runs, but el3_reclaim.kcs's
+  // (its stalls hang stock ffa.c in-process).
+  std::vector<LoadedScenario> corpus_but_el3_reclaim() const {
+    std::vector<LoadedScenario> every;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(KC_CORPUS_DIR) + "/ffa"))
+      if (e.path().extension() == ".kcs" && e.path().filename() != "el3_reclaim.kcs")
+        for (LoadedScenario& ls : runnable(load(e.path().string()), target_->identity().cap_bits))
+          every.push_back(std::move(ls));
+    return every;
+  }
 
   std::unique_ptr<El2FfaTarget> target_;
   std::unique_ptr<Model> model_;
@@ -232,11 +242,7 @@ TEST_F(El2Ffa, InvariantStaleShareAfterForwardedReclaim2) {
 // runs, each op's invariant breaks are the same as with I2 checked after
 // every op, and some ops were skipped.
 TEST_F(El2Ffa, SkippingI2OnAnUnchangedStateChangesNoBreak) {
-  std::vector<LoadedScenario> every;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(KC_CORPUS_DIR) + "/ffa"))
-    if (e.path().extension() == ".kcs" && e.path().filename() != "el3_reclaim.kcs")  // (its stalls hang stock ffa.c)
-      for (LoadedScenario& ls : runnable(load(e.path().string()), target_->identity().cap_bits))
-        every.push_back(std::move(ls));
+  const std::vector<LoadedScenario> every = corpus_but_el3_reclaim();
   ASSERT_GT(every.size(), 100u);
   size_t ops = 0, unchanged = 0, breaks = 0;
   for (const LoadedScenario& ls : every) {
@@ -292,11 +298,7 @@ TEST_F(El2Ffa, AWarnOnSiteIsPrintedOnceAndRecordedEveryTime) {
 // that changed nothing it covers: every op of corpora/ffa (but el3_reclaim.kcs)
 // gives the same outcome, digest and breaks as with both hashed after every op.
 TEST_F(El2Ffa, ReusingTheDigestChangesNoOutcome) {
-  std::vector<LoadedScenario> every;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(KC_CORPUS_DIR) + "/ffa"))
-    if (e.path().extension() == ".kcs" && e.path().filename() != "el3_reclaim.kcs")  // (its stalls hang stock ffa.c)
-      for (LoadedScenario& ls : runnable(load(e.path().string()), target_->identity().cap_bits))
-        every.push_back(std::move(ls));
+  const std::vector<LoadedScenario> every = corpus_but_el3_reclaim();
   ASSERT_GT(every.size(), 100u);
   size_t ops = 0, tx_ops = 0;  // tx ops: the digest is always reused
   for (const LoadedScenario& ls : every) {
