@@ -50,7 +50,7 @@ struct Snapshot {
   size_t zero_prefix = 0;  // memory[0, zero_prefix) is all zero (the host RAM no op touched)
 };
 
-// At most this many pages are restored by copy (RamRestore below); more
+// At most this many pages are zeroed in place (restore_ram below); more
 // written through el2_phys() and the whole RAM is restored as before the
 // guess: zero part given back to the kernel, the rest copied.
 constexpr size_t kKeptPagesMax = 64;
@@ -201,27 +201,13 @@ void el2_snapshot() {
 
 unsigned restore_skip = 0;  // tests only (el2_set_restore_skip)
 
-// [a, b) of the RAM reads as zero again: its OS pages are given back to the
-// kernel (private anonymous memory: zero when next touched), costing only the
-// pages populated in it. a and b are page aligned.
-static void give_back(uint8_t* a, uint8_t* b) {
-  if (b > a && madvise(a, static_cast<size_t>(b - a), MADV_DONTNEED) != 0) std::memset(a, 0, static_cast<size_t>(b - a));
-}
-
 // [a, b) zero again, by page: most kept pages (the hyp's descriptor buffer,
 // a mailbox no op wrote) are zero already, and reading a page is cheaper than
 // writing it.
 static void zero_written(uint8_t* a, uint8_t* b) {
   constexpr size_t kChunk = 4096;
-  for (uint8_t* p = a; p < b; p += kChunk) {
-    uint64_t any = 0;
-    for (size_t i = 0; i < kChunk; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      any |= w;
-    }
-    if (any) std::memset(p, 0, kChunk);
-  }
+  for (uint8_t* p = a; p < b; p += kChunk)
+    if (!all_zero(p, kChunk)) std::memset(p, 0, kChunk);
 }
 
 // The RAM as at the snapshot. The snapshot's zero part (most of the host RAM,
@@ -237,7 +223,6 @@ static void restore_ram(Target& t) {
   const size_t ps = t.page_size, z = t.snap.zero_prefix / ps * ps;  // zero pages: [0, z)
   uint8_t* const mem = t.mem.get();
   std::vector<uint32_t>& kept = t.kept;
-  kept.clear();
   bool over = t.written_over;
   if (!over) {
     kept = t.written;
@@ -260,12 +245,12 @@ static void restore_ram(Target& t) {
       size_t run = 1;  // kept[k, k + run): consecutive pages
       while (k + run < kept.size() && kept[k + run] == kept[k] + run && size_t{kept[k + run]} * ps < z) ++run;
       const size_t a = size_t{kept[k]} * ps, b = a + run * ps;
-      give_back(mem + done, mem + a);
+      give_back(mem + done, a - done);
       zero_written(mem + a, mem + b);
       done = b;
       k += run;
     }
-    give_back(mem + done, mem + z);
+    give_back(mem + done, z - done);
     std::memset(mem + z, 0, t.snap.zero_prefix - z);
   }
   const size_t zp = t.snap.zero_prefix;

@@ -37,6 +37,7 @@
 #include <set>
 
 #include "harness/scenario/ffa_abi.h"
+#include "models/common/zero.h"
 #include "models/ffa/desc.h"
 #include "models/ffa/digest.h"
 #include "models/ffa/scenario_ops.h"
@@ -78,17 +79,6 @@ RuleId early_unshare_rule(uint64_t fid, bool host_call) {
   if (fid == F::kReclaim2.fid) return kFfaR2HostGranule;
   if (fid == F::kFnMemReclaim) return kFfaProxyEl3Fault;
   return F::is_ffa_fid(fid) ? kFfaProxyForwardOther : kFfaProxyNonFfa;
-}
-
-// 64 bytes from p all zero.
-bool all_zero(const uint8_t* p) {
-  uint64_t any = 0;
-  for (int k = 0; k < 64; k += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + k, 8);
-    any |= w;
-  }
-  return any == 0;
 }
 
 std::string hex(uint64_t v) {
@@ -589,8 +579,8 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
     // Only a page shared at stage-2, held by EL3 or mismatched before can be
     // mismatched now: blocks of 64 pages with none of these are skipped.
     for (uint64_t k = 0; k < post.size(); ++k) {
-      if (k % 64 == 0 && k + 64 <= post.size() && all_zero(post.data() + k) && all_zero(held_.data() + k) &&
-          all_zero(mismatch_.data() + k)) {
+      if (k % 64 == 0 && k + 64 <= post.size() && all_zero(post.data() + k, 64) && all_zero(held_.data() + k, 64) &&
+          all_zero(mismatch_.data() + k, 64)) {
         k += 63;
         continue;
       }
