@@ -32,6 +32,8 @@ volatile sig_atomic_t g_have_in_flight = 0;
 // The scenario in flight (set_in_flight_scenario): position in the run, ops.
 bool g_have_scenario = false;
 size_t g_at = 0, g_ops = 0;
+// set_in_flight's parts that hold "at" and "ops" are made again (main thread).
+bool g_parts_stale = true;
 // Bumped on every set_in_flight and clear_in_flight: the watchdog's "is it
 // still the same op" (no clock read on the runner's path).
 std::atomic<uint64_t> g_seq{0};
@@ -156,20 +158,15 @@ void set_in_flight_quoted(const std::string& scenario, const std::string& file, 
   // and the op's index ("file", "index") and after it ("ops", "scenario").
   thread_local ScenarioJson sj;
   thread_local std::string before, between, after, cut;
-  thread_local size_t made_at = SIZE_MAX, made_ops = SIZE_MAX;
-  thread_local bool made_have = false;
-  const bool changed = sj.update(scenario, file, index);
-  if (changed || made_at != g_at || made_ops != g_ops || made_have != g_have_scenario) {
-    made_at = g_at;
-    made_ops = g_ops;
-    made_have = g_have_scenario;
-    before.assign("{");
+  if (sj.update(scenario, file, index) || g_parts_stale) {
+    g_parts_stale = false;
+    before.clear();
     if (g_have_scenario) {
-      json_put_key(before, "at");
+      before = "\"at\":";
       json_put_uint(before, g_at);
+      before += ',';
     }
-    json_put_key(before, "call");
-    before.erase(0, 1);  // without the "{"
+    before += "\"call\":";
     between = ",\"file\":" + sj.file_index + ",\"op\":";
     after.clear();
     if (g_have_scenario) {
@@ -235,6 +232,7 @@ void set_in_flight_scenario(size_t at, size_t ops) {
   g_at = at;
   g_ops = ops;
   g_have_scenario = true;
+  g_parts_stale = true;
 }
 
 void start_watchdog(double seconds) {
