@@ -515,10 +515,10 @@ void Spmc::lie(Reply& r) const {
 }
 
 void Spmc::apply(const SpmcAnswer& ans, std::span<const uint8_t> tx) {
-  if (const size_t n = std::min<size_t>(ans.send_len, tx.size())) std::memcpy(buf_ + ans.send_from, tx.data(), n);
-  if (ans.send_len && tx.size())
-    buf_hwm_ = std::max(buf_hwm_, std::min<uint32_t>(kMaxDescBytes, ans.send_from + std::min<uint32_t>(
-                                                                          ans.send_len, static_cast<uint32_t>(tx.size()))));
+  if (const uint32_t n = static_cast<uint32_t>(std::min<size_t>(ans.send_len, tx.size()))) {
+    std::memcpy(buf_ + ans.send_from, tx.data(), n);
+    buf_hwm_ = std::max(buf_hwm_, std::min<uint32_t>(kMaxDescBytes, ans.send_from + n));
+  }
   if (ans.respond >= 0) {
     const uint32_t len = build_response(tx_[ans.respond], ans.respond_layout, ans.bogus, ans.bogus_address,
                                         {resp_, kMaxDescBytes}, ans.lie, ans.lie_value);
