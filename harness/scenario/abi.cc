@@ -60,16 +60,29 @@ void put_int(std::string& out, uint64_t v) {
   out.append(buf, r.ptr);
 }
 
+// Two hex digits per byte from one table look-up (a tx op of thousands of
+// constituents is tens of KiB of hex: corpora/ffa/large.kcs).
+struct HexPairs {
+  char pair[256][2];
+  constexpr HexPairs() : pair{} {
+    constexpr char kDigits[] = "0123456789abcdef";
+    for (int b = 0; b < 256; ++b) {
+      pair[b][0] = kDigits[b >> 4];
+      pair[b][1] = kDigits[b & 15];
+    }
+  }
+};
+constexpr HexPairs kHexPairs;
+
 void put_hex_bytes(std::string& out, const std::vector<uint8_t>& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
   const size_t at = out.size();
   out.resize(at + 4 + 2 * bytes.size());
   char* p = out.data() + at;
   std::memcpy(p, "hex:", 4);
   p += 4;
   for (uint8_t b : bytes) {
-    *p++ = kDigits[b >> 4];
-    *p++ = kDigits[b & 15];
+    std::memcpy(p, kHexPairs.pair[b], 2);
+    p += 2;
   }
 }
 

@@ -383,6 +383,17 @@ TEST(TextCodec, IntegersAndBlobsPrintAsThePrintfReference) {
   s.blobs = {{}, {0x00, 0x0f, 0xf0, 0xff, 0x5a}};
   EXPECT_EQ(format_arg(bytes_arg, 0, s), "hex:");
   EXPECT_EQ(format_arg(bytes_arg, 1, s), "hex:000ff0ff5a");
+  // Every byte value, as "%02x" prints it.
+  std::vector<uint8_t> every(256);
+  std::string ref = "hex:";
+  for (int b = 0; b < 256; ++b) {
+    every[b] = static_cast<uint8_t>(b);
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", b);
+    ref += two;
+  }
+  s.blobs.push_back(every);
+  EXPECT_EQ(format_arg(bytes_arg, 2, s), ref);
 }
 
 }  // namespace
