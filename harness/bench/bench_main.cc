@@ -3,8 +3,8 @@
 // the directed suite and the Z3 cases of one target's ABI. One iteration runs
 // every scenario once; items/s is scenarios per second on one core.
 //
-//   KCONFORM_BENCH_CORPUS  colon-separated scenario folders (default: the
-//                          ABI's corpora/<abi> and corpora/z3/<abi>)
+//   KCONFORM_BENCH_CORPUS  colon-separated scenario folders and .kcs files
+//                          (default: the ABI's corpora/<abi> and corpora/z3/<abi>)
 #include <benchmark/benchmark.h>
 
 #include <sys/wait.h>
@@ -35,22 +35,32 @@ namespace {
 
 using namespace kconform;
 
-std::vector<std::string> corpus_files(const std::string& abi) {
+// The .kcs files to time; false (with why) for an entry of
+// KCONFORM_BENCH_CORPUS that does not exist.
+bool corpus_files(const std::string& abi, std::vector<std::string>* files, std::string* error) {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("KCONFORM_BENCH_CORPUS")) {
+  const char* env = std::getenv("KCONFORM_BENCH_CORPUS");
+  if (env) {
     std::stringstream ss(env);
     for (std::string d; std::getline(ss, d, ':');) dirs.push_back(d);
   } else {
     dirs = {std::string(KC_REPO_DIR) + "/corpora/" + abi, std::string(KC_REPO_DIR) + "/corpora/z3/" + abi};
   }
-  std::vector<std::string> files;
   for (const std::string& d : dirs) {
-    if (!std::filesystem::exists(d)) continue;
+    if (!std::filesystem::exists(d)) {
+      if (!env) continue;  // an ABI without Z3 cases
+      *error = "KCONFORM_BENCH_CORPUS: " + d + ": no such file or folder";
+      return false;
+    }
+    if (std::filesystem::is_regular_file(d)) {
+      files->push_back(d);
+      continue;
+    }
     for (const auto& e : std::filesystem::recursive_directory_iterator(d))
-      if (e.path().extension() == ".kcs") files.push_back(e.path().string());
+      if (e.path().extension() == ".kcs") files->push_back(e.path().string());
   }
-  std::sort(files.begin(), files.end());
-  return files;
+  std::sort(files->begin(), files->end());
+  return true;
 }
 
 void run_family(benchmark::State& state, const TargetFamily& family, const std::string& abi) {
@@ -61,7 +71,8 @@ void run_family(benchmark::State& state, const TargetFamily& family, const std::
     return;
   }
   std::vector<LoadedScenario> all, runnable;
-  if (!load_all(corpus_files(abi), &all, &error)) {
+  std::vector<std::string> files;
+  if (!corpus_files(abi, &files, &error) || !load_all(files, &all, &error)) {
     state.SkipWithError(error.c_str());
     return;
   }
