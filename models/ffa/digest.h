@@ -13,7 +13,9 @@
 //       incomplete: u32 bytes_received, u32 total_length;
 //       complete:   u16 sender, u16 attributes, u32 flags, u64 tag,
 //                   u8 n_receivers, n x (u16 id, u8 perms, u8 retrieved),
-//                   u32 n_ranges, n x (u64 address, u32 pages),
+//                   u32 n_ranges, u64 R (R: FNV-1a-64 over the
+//                   constituents, n x (u64 address, u32 pages): hashed once
+//                   per transaction, Transaction::ranges_digest),
 //                   u32 total_pages, u32 reclaimed_count,
 //                   ceil(total_pages/8) x u8 reclaimed bitmap (bit i%8 of
 //                   byte i/8 = 4K page i, pages numbered in constituent order)

@@ -332,6 +332,12 @@ void Spmc::record(Transaction& t, std::span<const uint8_t> desc, Layout l) const
   }
   check_ranges(desc, r, t.total_len, t.ranges);
   t.n_ranges = r.range_count;
+  Fnv1a rd;
+  for (uint32_t i = 0; i < t.n_ranges; ++i) {
+    rd.u64(t.ranges[i].address);
+    rd.u32(t.ranges[i].pages);
+  }
+  t.ranges_digest = rd.h;
   t.ascending = true;
   for (uint32_t i = 1; i < t.n_ranges && t.ascending; ++i)
     t.ascending = t.ranges[i].address >= t.ranges[i - 1].address + uint64_t{t.ranges[i - 1].pages} * kFfaPage;
@@ -1181,10 +1187,7 @@ void Spmc::digest(Fnv1a& h, TableOverlay o) const {
       h.u8(t.retrieved[i]);
     }
     h.u32(t.n_ranges);
-    for (uint32_t i = 0; i < t.n_ranges; ++i) {
-      h.u64(t.ranges[i].address);
-      h.u32(t.ranges[i].pages);
-    }
+    h.u64(t.ranges_digest);
     h.u32(t.total_pages);
     h.u32(t.reclaimed_count);
     for (uint32_t i = 0; i < (t.total_pages + 7) / 8; ++i)

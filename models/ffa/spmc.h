@@ -104,6 +104,11 @@ struct Transaction {
   Constituent ranges[kMaxRanges];
   uint32_t total_pages = 0;
   uint32_t reclaimed_count = 0;
+  // FNV-1a-64 of the constituents, n_ranges x (u64 address, u32 pages), set
+  // with them by Spmc::record() (they never change after): what the state
+  // digest holds of them (digest.h), so that a transaction of thousands of
+  // constituents is not hashed again at every digest.
+  uint64_t ranges_digest = 0;
   uint64_t reclaimed[kMaxTxPages / 64] = {};
   // Reassembly of an incomplete (fragmented) send.
   uint32_t total_len = 0;

@@ -129,6 +129,55 @@ TEST_F(SpmcTest, PermissiveAcceptsWhatTheRelayerMustRefuse) {
   EXPECT_FALSE(spmc->permissive());
 }
 
+// DIGEST (digest.h): the state digest is FNV-1a-64, byte by byte, over the
+// documented sequence; a transaction's constituents enter it as their own
+// FNV-1a-64 R, hashed once when the transaction completes. Built here by hand
+// from the slot's fields, with a plain byte loop.
+TEST_F(SpmcTest, DigestIsTheDocumentedByteSequence) {
+  std::vector<uint8_t> seq;
+  auto put = [&seq](uint64_t v, int bytes) {
+    for (int k = 0; k < bytes; ++k) seq.push_back(static_cast<uint8_t>(v >> (8 * k)));
+  };
+  auto fnv = [](const std::vector<uint8_t>& b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint8_t c : b) h = (h ^ c) * 0x100000001b3ull;
+    return h;
+  };
+  const std::vector<Constituent> rs = {{kBase + 0x5000, 2, 0}, {kBase + 0x1000, 1, 0}, {kBase + 0x80000, 7, 0}};
+  share(rs);
+  uint32_t live = 0;
+  for (uint32_t i = 0; i < kMaxTransactions; ++i) live += spmc->slot(i).live;
+  ASSERT_EQ(live, 1u);
+  const Transaction* t = nullptr;
+  for (uint32_t i = 0; i < kMaxTransactions; ++i)
+    if (spmc->slot(i).live) t = &spmc->slot(i);
+  std::vector<uint8_t> ranges;
+  for (const Constituent& c : rs) {
+    for (int k = 0; k < 8; ++k) ranges.push_back(static_cast<uint8_t>(c.address >> (8 * k)));
+    for (int k = 0; k < 4; ++k) ranges.push_back(static_cast<uint8_t>(c.pages >> (8 * k)));
+  }
+  put(0, 4);  // no host pages
+  put(1, 4);
+  put(t->handle, 8);
+  put(1, 1);  // complete
+  put(1, 1);  // share
+  put(t->sender, 2);
+  put(t->attributes, 2);
+  put(t->flags, 4);
+  put(t->tag, 8);
+  put(1, 1);
+  put(0x8001, 2);
+  put(t->recv_perms[0], 1);
+  put(0, 1);  // not retrieved
+  put(3, 4);
+  put(fnv(ranges), 8);
+  put(10, 4);  // total pages
+  put(0, 4);   // none reclaimed
+  put(0, 1);   // ceil(10 / 8) bytes of bitmap
+  put(0, 1);
+  EXPECT_EQ(digest(), fnv(seq));
+}
+
 TEST_F(SpmcTest, ShareThenReclaim) {
   const uint64_t before = digest();
   const uint64_t h = share({{kBase, 2, 0}});
