@@ -577,9 +577,15 @@ void El2FfaTarget::check_invariants(uint64_t fid, bool host_call, uint64_t pre_s
       }
     }
     // Only a page shared at stage-2, held by EL3 or mismatched before can be
-    // mismatched now: blocks of 64 pages with none of these are skipped.
+    // mismatched now: blocks of 64 pages with none of these are skipped (a
+    // page of another view, a mailbox shared with the hypervisor, is not one).
+    auto none_shared = [&](uint64_t k) {
+      uint8_t any = 0;
+      for (uint64_t j = k; j < k + 64; ++j) any |= post[j] == kShared;
+      return !any;
+    };
     for (uint64_t k = 0; k < post.size(); ++k) {
-      if (k % 64 == 0 && k + 64 <= post.size() && all_zero(post.data() + k, 64) && all_zero(held_.data() + k, 64) &&
+      if (k % 64 == 0 && k + 64 <= post.size() && none_shared(k) && all_zero(held_.data() + k, 64) &&
           all_zero(mismatch_.data() + k, 64)) {
         k += 63;
         continue;
