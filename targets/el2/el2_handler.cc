@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 
+#include <sanitizer/asan_interface.h>
+
 #include "models/common/zero.h"
 #include "targets/el2/kc_el2_hooks.h"
 
@@ -30,8 +32,24 @@ namespace kconform::el2 {
 
 namespace {
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
+// The modelled physical memory lies in a mapping of its own, placed so that
+// a virtual address and its physical address fall at the same offset in a
+// 2 MiB block (as the kernel's linear map), with slack before and after it
+// that nothing else uses (poisoned under ASan). el2_restore gives the host
+// RAM below the first page it keeps back to the kernel from the 2 MiB
+// boundary below it: whole page-table pages, which the kernel frees once
+// empty (CONFIG_PT_RECLAIM), so the next give-back need not walk them (a
+// quarter of the cost of MADV_DONTNEED over a range that starts mid-block).
+constexpr uintptr_t kBlock = uintptr_t{2} << 20;
+
+struct RamMapping {
+  uint8_t* base = nullptr;  // the whole mapping
+  size_t len = 0;
+  void operator()(uint8_t*) const {
+    if (!base) return;
+    ASAN_UNPOISON_MEMORY_REGION(base, len);  // the next mapping there starts clean
+    munmap(base, len);
+  }
 };
 
 // Everything that changes while the handler runs, except ffa.c's statics and
@@ -57,8 +75,9 @@ constexpr size_t kKeptPagesMax = 64;
 
 struct Target {
   El2Config config;
-  std::unique_ptr<uint8_t, FreeDeleter> mem;
+  std::unique_ptr<uint8_t, RamMapping> mem;
   size_t mem_size = 0;
+  uint8_t* block_floor = nullptr;  // the 2 MiB boundary at or below mem, inside the mapping
   size_t page_size = 0;
   // The pages handed out by el2_phys() since the last restore (the harness's
   // TX writes, host_fill, the RXTX_MAP buffers), listed once each up to
@@ -140,15 +159,26 @@ bool el2_init(const El2Config& config, std::string* err) {
   t.config = config;
   t.mem_size = (config.host_pages + hyp_pages) * ps;
   t.page_size = ps;
-  t.mem.reset(static_cast<uint8_t*>(std::aligned_alloc(ps, t.mem_size)));
-  if (!t.mem) {
-    if (err) *err = "el2_init: cannot allocate physical memory";
-    return false;
+  t.mem.reset();
+  {
+    const size_t len = t.mem_size + 2 * kBlock;
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      if (err) *err = "el2_init: cannot map physical memory";
+      return false;
+    }
+    uint8_t* const base = static_cast<uint8_t*>(m);
+    const uintptr_t floor = (reinterpret_cast<uintptr_t>(base) + kBlock - 1) / kBlock * kBlock;
+    uint8_t* const mem = reinterpret_cast<uint8_t*>(floor + config.phys_base % kBlock);
+    t.mem = std::unique_ptr<uint8_t, RamMapping>(mem, RamMapping{base, len});
+    t.block_floor = reinterpret_cast<uint8_t*>(floor);
+    // Small pages only: el2_restore gives single pages back to the kernel and
+    // keeps others mapped, which would split a transparent huge page each time.
+    madvise(base, len, MADV_NOHUGEPAGE);
+    ASAN_UNPOISON_MEMORY_REGION(base, len);
+    ASAN_POISON_MEMORY_REGION(base, static_cast<size_t>(mem - base));
+    ASAN_POISON_MEMORY_REGION(mem + t.mem_size, static_cast<size_t>(base + len - (mem + t.mem_size)));
   }
-  // Small pages only: el2_restore gives single pages back to the kernel and
-  // keeps others mapped, which would split a transparent huge page each time.
-  madvise(t.mem.get(), t.mem_size, MADV_NOHUGEPAGE);
-  std::memset(t.mem.get(), 0, t.mem_size);
   t.hyp_base_pa = config.phys_base + config.host_pages * ps;
 
   kc_el2_phys = kc_el2_phys_map{t.mem.get(), config.phys_base, t.mem_size,
@@ -241,16 +271,23 @@ static void restore_ram(Target& t) {
     zero_bytes(mem, t.snap.zero_prefix);
   } else {
     size_t done = 0;  // [0, done) restored
+    // [done, to): the first gap from the 2 MiB boundary below the RAM (slack
+    // of the mapping before it: RamMapping).
+    auto gap = [&](size_t to) {
+      if (done == 0 && madvise(t.block_floor, static_cast<size_t>(mem + to - t.block_floor), MADV_DONTNEED) == 0)
+        return;
+      give_back(mem + done, to - done);
+    };
     for (size_t k = 0; k < kept.size() && size_t{kept[k]} * ps < z;) {
       size_t run = 1;  // kept[k, k + run): consecutive pages
       while (k + run < kept.size() && kept[k + run] == kept[k] + run && size_t{kept[k + run]} * ps < z) ++run;
       const size_t a = size_t{kept[k]} * ps, b = a + run * ps;
-      give_back(mem + done, a - done);
+      gap(a);
       zero_written(mem + a, mem + b);
       done = b;
       k += run;
     }
-    give_back(mem + done, z - done);
+    gap(z);
     std::memset(mem + z, 0, t.snap.zero_prefix - z);
   }
   const size_t zp = t.snap.zero_prefix;

@@ -4,12 +4,21 @@
 #include "targets/el2/el2_handler.h"
 
 #include <gtest/gtest.h>
+#include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KC_TEST_ASAN 1
+#endif
+#endif
 
 namespace kconform::el2 {
 namespace {
@@ -235,6 +244,23 @@ TEST_F(El2, RestoreUndoesWritesThroughAnyPathAndKeepsTheKnownPagesMapped) {
 
 // Past the bound of pages it copies back (a host_fill of many pages), the
 // whole zero part is given back: still exact.
+// The RAM's mapping: a virtual address lies at its physical address's offset
+// in a 2 MiB block (so el2_restore gives back whole page-table pages), and
+// under ASan a byte just before or after the RAM is poisoned: an access past
+// it is reported, as for a heap buffer.
+TEST(El2RamMapping, BlockOffsetIsThePhysicalOnesAndTheEdgesArePoisonedUnderAsan) {
+  std::string err;
+  ASSERT_TRUE(el2_init(&err)) << err;
+  const std::span<uint8_t> ram = el2_phys_mem();
+  EXPECT_EQ((reinterpret_cast<uintptr_t>(ram.data()) - el2_phys_base()) % (uintptr_t{2} << 20), 0u);
+#if KC_TEST_ASAN
+  EXPECT_TRUE(__asan_address_is_poisoned(ram.data() - 1));
+  EXPECT_TRUE(__asan_address_is_poisoned(ram.data() + ram.size()));
+  EXPECT_FALSE(__asan_address_is_poisoned(ram.data()));
+  EXPECT_FALSE(__asan_address_is_poisoned(ram.data() + ram.size() - 1));
+#endif
+}
+
 TEST(El2RestoreBound, ManyPagesWrittenAreRestoredToo) {
   El2Config c;
   c.host_pages = 512;
