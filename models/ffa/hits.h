@@ -104,23 +104,37 @@ struct Fnv1a {
   // The same as u8() over each of p[0, n), faster when most bytes are zero
   // (the host page views): a zero byte only multiplies by the prime, so a run
   // of 64 (or 8) zero bytes is one multiplication by the prime's power.
+  // Runs of 512 zero bytes (most of the host RAM's views) are one
+  // multiplication too; a run with a non-zero byte goes by blocks of 64.
   void bytes(const uint8_t* p, size_t n) {
     size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-      uint64_t any = 0;
-      for (size_t k = 0; k < 64; k += 8) any |= load(p + i + k);
-      if (!any) {
-        h *= kP64;
+    for (; i + 512 <= n; i += 512) {
+      if (zero_run<512>(p + i)) {
+        h *= kP512;
         continue;
       }
-      for (size_t k = 0; k < 64; k += 8) word(p + i + k);
+      for (size_t k = 0; k < 512; k += 64) block(p + i + k);
     }
+    for (; i + 64 <= n; i += 64) block(p + i);
     for (; i + 8 <= n; i += 8) word(p + i);
     for (; i < n; ++i) u8(p[i]);
   }
 
  private:
-  static constexpr uint64_t kP8 = fnv_prime_pow(8), kP64 = fnv_prime_pow(64);
+  static constexpr uint64_t kP8 = fnv_prime_pow(8), kP64 = fnv_prime_pow(64), kP512 = fnv_prime_pow(512);
+  template <size_t N>
+  static bool zero_run(const uint8_t* p) {
+    uint64_t any = 0;
+    for (size_t k = 0; k < N; k += 8) any |= load(p + k);
+    return any == 0;
+  }
+  void block(const uint8_t* p) {
+    if (zero_run<64>(p)) {
+      h *= kP64;
+      return;
+    }
+    for (size_t k = 0; k < 64; k += 8) word(p + k);
+  }
   static constexpr uint64_t kPow[9] = {fnv_prime_pow(0), fnv_prime_pow(1), fnv_prime_pow(2),
                                        fnv_prime_pow(3), fnv_prime_pow(4), fnv_prime_pow(5),
                                        fnv_prime_pow(6), fnv_prime_pow(7), fnv_prime_pow(8)};

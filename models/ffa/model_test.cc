@@ -1195,13 +1195,15 @@ TEST(FfaModel, ProfileNameSaysRealEl3) {
 
 // Fnv1a::bytes (the digest's host page views, hashed a zero run at a time) is
 // byte for byte the FNV-1a of u8() over each byte: sparse and dense views, runs
-// that end mid-word and mid-block, every length up to 300.
+// that end mid-word, mid-block and mid-run of 512, every length up to 1300.
 TEST(Fnv1a, BytesIsU8OverEachByte) {
-  std::vector<uint8_t> v(300);
-  for (int pattern = 0; pattern < 5; ++pattern) {
+  std::vector<uint8_t> v(1300);
+  for (int pattern = 0; pattern < 6; ++pattern) {
     for (size_t k = 0; k < v.size(); ++k)
       v[k] = pattern == 0 ? 0 : pattern == 1 ? 1 : pattern == 2 ? (k % 67 == 5 ? 2 : 0)
-                          : pattern == 3 ? (k == 63 || k == 64 || k == 299 ? 3 : 0) : static_cast<uint8_t>(k * 7);
+                          : pattern == 3 ? (k == 63 || k == 64 || k == 299 ? 3 : 0)
+                          : pattern == 4 ? (k == 511 || k == 512 || k == 1100 ? 1 : 0)
+                                         : static_cast<uint8_t>(k * 7);
     for (size_t n = 0; n <= v.size(); ++n) {
       Fnv1a a, b;
       for (size_t k = 0; k < n; ++k) a.u8(v[k]);
