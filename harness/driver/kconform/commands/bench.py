@@ -139,7 +139,7 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
 # The corpora/ffa files there were when issue 14 measured the EL2 differential at
 # 5,860 scenario executions/s (a4e7f4a, 170 scenarios at 4K). The folder has since
 # gained checks, el3_reclaim, el3_send, large (7 scenarios of 600-2,299
-# constituents: a third of a pass), permissive, tfa and zero; the files below
+# constituents: a quarter of a pass), permissive, tfa and zero; the files below
 # gained scenarios too.
 ISSUE14_BASELINE_FILES = ("el3_misbehave", "fragments", "invariants", "mailbox", "reclaim", "reclaim2-16k",
                           "reclaim2-4k", "regressions", "share_lend", "smoke", "version")
