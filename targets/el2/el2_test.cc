@@ -12,14 +12,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KC_TEST_ASAN 1
-#endif
-#endif
-
 namespace kconform::el2 {
 namespace {
 
@@ -242,8 +234,6 @@ TEST_F(El2, RestoreUndoesWritesThroughAnyPathAndKeepsTheKnownPagesMapped) {
   EXPECT_EQ(el2_state_bytes(), fresh);
 }
 
-// Past the bound of pages it copies back (a host_fill of many pages), the
-// whole zero part is given back: still exact.
 // The RAM's mapping: a virtual address lies at its physical address's offset
 // in a 2 MiB block (so el2_restore gives back whole page-table pages), and
 // under ASan a byte just before or after the RAM is poisoned: an access past
@@ -253,14 +243,18 @@ TEST(El2RamMapping, BlockOffsetIsThePhysicalOnesAndTheEdgesArePoisonedUnderAsan)
   ASSERT_TRUE(el2_init(&err)) << err;
   const std::span<uint8_t> ram = el2_phys_mem();
   EXPECT_EQ((reinterpret_cast<uintptr_t>(ram.data()) - el2_phys_base()) % (uintptr_t{2} << 20), 0u);
-#if KC_TEST_ASAN
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
   EXPECT_TRUE(__asan_address_is_poisoned(ram.data() - 1));
   EXPECT_TRUE(__asan_address_is_poisoned(ram.data() + ram.size()));
   EXPECT_FALSE(__asan_address_is_poisoned(ram.data()));
   EXPECT_FALSE(__asan_address_is_poisoned(ram.data() + ram.size() - 1));
 #endif
+#endif
 }
 
+// Past the bound of pages it copies back (a host_fill of many pages), the
+// whole zero part is given back: still exact.
 TEST(El2RestoreBound, ManyPagesWrittenAreRestoredToo) {
   El2Config c;
   c.host_pages = 512;
