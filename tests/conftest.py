@@ -11,6 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness" / "driver"))
+from kconform.core import skips  # noqa: E402
 
 KCONFORM = REPO / "kconform"
 
@@ -22,19 +23,16 @@ os.environ.setdefault("KCONFORM_TRIAGE_BUDGET", "0")
 # In CI (.ci/run sets KCONFORM_CI=1) a missing dependency is a failure, never a
 # skip: `./kconform test` installs every package group (ci/packages.txt) first, so
 # a skip there means an install step is missing or broken and half the suite would
-# go untested while CI is green. The one kind of skip CI accepts is a test that does
-# not apply to the running kernel's behaviour: its reason starts with KERNEL_SKIP
-# (skip_for_kernel below).
-KERNEL_SKIP = "not for this kernel: "
-# The other: a test of the nightly matrix (minutes of build or fuzzing), run when
-# KCONFORM_NIGHTLY=1; CI runs a bounded slice of the same thing elsewhere.
-NIGHTLY_SKIP = "nightly (KCONFORM_NIGHTLY=1): "
+# go untested while CI is green. CI accepts only the skips of kconform.core.skips
+# (one vocabulary for the C++ and the Python tests), whose reason starts with one
+# of its prefixes: what the machine cannot change (no /dev/kvm: needs_kvm; the
+# running kernel's behaviour: skip_for_kernel) and the nightly matrix (nightly).
 
 
 def nightly(why: str):
     """Marks a test of the nightly matrix: skipped (accepted in CI too) unless
     KCONFORM_NIGHTLY=1."""
-    return pytest.mark.skipif(os.environ.get("KCONFORM_NIGHTLY", "") in ("", "0"), reason=NIGHTLY_SKIP + why)
+    return pytest.mark.skipif(os.environ.get("KCONFORM_NIGHTLY", "") in ("", "0"), reason=skips.NIGHTLY + why)
 
 
 def is_nightly() -> bool:
@@ -50,12 +48,13 @@ def ci_mode() -> bool:
 def skip_for_kernel(why: str) -> None:
     """Skips a test that does not apply to the running kernel (its behaviour, not a
     missing dependency): accepted in CI too."""
-    pytest.skip(KERNEL_SKIP + why)
+    pytest.skip(skips.KERNEL + why)
 
 
 def skip_is_failure(reason: str) -> bool:
-    """Whether a skip with this reason fails the test: in CI, any skip but a kernel one."""
-    return ci_mode() and KERNEL_SKIP not in reason and NIGHTLY_SKIP not in reason
+    """Whether a skip with this reason fails the test: in CI, any skip whose reason does
+    not start with one of kconform.core.skips.ACCEPTED's prefixes."""
+    return ci_mode() and skips.category(reason) is None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -116,8 +115,50 @@ def have_kvm() -> bool:
     return os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
-needs_kvm = pytest.mark.skipif(not have_kvm(), reason="/dev/kvm is missing or not accessible: "
-                                                      "the host target cannot run here")
+# Accepted in CI (skips.NO_KVM): the machine has no KVM to give, which no install step changes.
+needs_kvm = pytest.mark.skipif(not have_kvm(), reason=skips.NO_KVM + "/dev/kvm is missing or not read-write "
+                                                      "here: the host target cannot run")
+
+KVMIO_CREATE_VM, KVMIO_CHECK_EXTENSION = 0xAE01, 0xAE03       # _IO(KVMIO, 0x01), _IO(KVMIO, 0x03)
+KVM_CAP_GUEST_MEMFD, KVM_CAP_VM_TYPES = 234, 235               # include/uapi/linux/kvm.h
+
+
+def host_gmem_missing() -> str | None:
+    """Why the running kernel's KVM has no guest_memfd for the host target to test, or
+    None (also without /dev/kvm: needs_kvm says that). Asked of the kernel here, with
+    its own ioctls, not through the host target's probe: a probe that wrongly read 0
+    cannot turn the host tests into skips. No guest_memfd is KVM_CAP_GUEST_MEMFD 0 on
+    /dev/kvm and on a VM of every type KVM_CAP_VM_TYPES reports (a KVM without it,
+    e.g. kvm-pvm, runs every gmem scenario as unsupported)."""
+    import fcntl
+    if not have_kvm():
+        return None
+    kvm = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    try:
+        if fcntl.ioctl(kvm, KVMIO_CHECK_EXTENSION, KVM_CAP_GUEST_MEMFD) > 0:
+            return None
+        types = fcntl.ioctl(kvm, KVMIO_CHECK_EXTENSION, KVM_CAP_VM_TYPES) or 1   # 0: the default type only
+        for vm_type in (t for t in range(32) if types >> t & 1):
+            try:
+                vm = fcntl.ioctl(kvm, KVMIO_CREATE_VM, vm_type)
+            except OSError:  # a type this machine cannot create a VM of (SEV without firmware, ...)
+                continue
+            try:
+                if fcntl.ioctl(vm, KVMIO_CHECK_EXTENSION, KVM_CAP_GUEST_MEMFD) > 0:
+                    return None
+            finally:
+                os.close(vm)
+    finally:
+        os.close(kvm)
+    return (f"{os.uname().release}: KVM has no guest_memfd (KVM_CAP_GUEST_MEMFD is 0 on /dev/kvm and on a "
+            f"VM of each type in KVM_CAP_VM_TYPES {types:#x}): every gmem scenario is unsupported on the host")
+
+
+_HOST_GMEM_MISSING = host_gmem_missing()
+# The host target's tests that need guest_memfd itself: on a kernel whose KVM has
+# none, a kernel skip (accepted in CI: the running kernel's capability).
+needs_host_gmem = pytest.mark.skipif(_HOST_GMEM_MISSING is not None,
+                                     reason=skips.KERNEL + (_HOST_GMEM_MISSING or ""))
 
 
 # The known 6.18 finding (ci/known-findings.json): a bind past 2^63, in the binary-able
@@ -132,14 +173,38 @@ bind vm=0 slot=0 gpa=0 size=0x1000 gmem=0 gmem_offset=0x7ffffffffffff000
 """
 
 
+def default_tree_missing() -> str | None:
+    """Why the EL2 target's default kernel tree (trees.DEFAULT_TREE, Debian's 7.3) is
+    neither in the cache nor downloadable here, or None. Only its fetch is asked
+    (TreeError): a build from it that fails is the code's failure, never a skip."""
+    from kconform.sources import tree_fetch, trees
+    try:
+        tree_fetch.fetch(trees.DEFAULT_TREE, progress=lambda m: None)
+    except trees.TreeError as e:
+        return f"{trees.DEFAULT_TREE} cannot be fetched here: {str(e).splitlines()[0] if str(e) else e!r}"
+    return None
+
+
 def kernel_build_missing() -> str | None:
     """Why a kernel cannot be built here (its Debian packages missing and no root to
     install them), or None."""
     from kconform.core import deps
     try:
         need = deps.missing(["kernel-build"])
-    except Exception as e:  # noqa: BLE001
-        return str(e)
+    except FileNotFoundError as e:  # no dpkg-query: not a Debian system, nothing to ask
+        return f"cannot tell which Debian packages are installed: {e}"
     if need and os.geteuid() != 0:
         return "kernel build packages missing: " + " ".join(need)
     return None
+
+
+# Taken out of the environment at once, so a pytest a test starts (tests/test_ci_skips.py
+# loads this conftest) never writes the count of its own few tests over ours.
+_COLLECTED_FILE = os.environ.pop("KCONFORM_TEST_COLLECTED", None)
+
+
+def pytest_collection_finish(session):
+    """`kconform test` compares what ran (the JUnit file) with what was collected:
+    the count goes to the file KCONFORM_TEST_COLLECTED named (commands/test.py)."""
+    if _COLLECTED_FILE:
+        Path(_COLLECTED_FILE).write_text(f"{len(session.items)}\n")

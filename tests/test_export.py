@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIND_PAST_2_63, REPO, kconform, needs_kvm
+from conftest import BIND_PAST_2_63, REPO, kconform, needs_host_gmem, needs_kvm, run_report, skip_for_kernel
 
 sys.path.insert(0, str(REPO / "harness" / "driver"))
 from kconform.engine import export_c  # noqa: E402
@@ -41,17 +43,92 @@ def export_and_run(tmp: Path, f: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(tmp / "repro")], capture_output=True, text=True, timeout=60)
 
 
+# A finding for the C reproducer on every kernel: a lying host target's. With
+# --fault fail:fallocate the host target reports the first successful fallocate of a
+# scenario as EIO (targets/faulty/faulty_target.h "fail"); a KEEP_SIZE allocation
+# inside the file must succeed (models/gmem/rules.def GMEM.FALLOC.ALLOC), so run
+# finds GMEM.FALLOC.ALLOC at op 2 and saves the reproducer. Exported as C, it passes
+# on the kernel (which does not lie), and reproduces the finding exactly under LIE_C,
+# a preload library that makes the C library's fallocate() lie as the target did.
+ALLOC = """kconform-scenario 1
+abi gmem
+name gmem/export/alloc-inside
+requires gmem
+create_vm
+create_gmem vm=0 size=0x4000 flags=0
+fallocate gmem=0 mode=KEEP_SIZE offset=0 len=0x1000
+"""
+LIE_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+
+/* fail: a success is reported as EIO (the call itself is made, as the faulty target makes it) */
+static int lie(const char *name, int fd, int mode, off_t offset, off_t len)
+{
+	int (*real)(int, int, off_t, off_t) = (int (*)(int, int, off_t, off_t))dlsym(RTLD_NEXT, name);
+
+	if (real(fd, mode, offset, len) != 0)
+		return -1;
+	errno = EIO;
+	return -1;
+}
+
+int fallocate(int fd, int mode, off_t offset, off_t len) { return lie("fallocate", fd, mode, offset, len); }
+int fallocate64(int fd, int mode, off_t offset, off_t len) { return lie("fallocate64", fd, mode, offset, len); }
+"""
+
+
 @needs_kvm
+@needs_host_gmem
+@needs_gcc
+def test_c_reproducer_of_a_lying_targets_finding_reproduces_the_lie(engine, tmp_path):
+    scenario = tmp_path / "alloc.kcs"
+    scenario.write_text(ALLOC)
+    # Where only a VM type other than the default has guest_memfd, the file is never made.
+    truth = engine.run("host", [str(scenario)], tmp_path / "truth.jsonl")
+    ops = {rec["op"]: rec for rec in map(json.loads, (tmp_path / "truth.jsonl").read_text().splitlines())
+           if rec.get("type") == "op"}
+    if ops[1]["verdict"] == "unsupported" or not ops[1]["observed"].startswith("ok "):
+        skip_for_kernel("guest_memfd on a VM of the default type fails here: "
+                        + ops[1].get("observed", str(ops[1].get("missing"))))
+    assert not truth.findings and [ops[i]["verdict"] for i in range(3)] == ["pass"] * 3, ops
+    code, doc = run_report(tmp_path / "run", "--target", "host", "--fault", "fail:fallocate", str(scenario))
+    assert code == 1
+    found = [(f["rule"], f["op"], f["observed"], f["baselined_by"]) for f in doc["runs"][0]["findings"]]
+    assert found == [("GMEM.FALLOC.ALLOC", 2, "errno EIO", None)], found
+    saved = REPO / doc["runs"][0]["findings"][0]["saved"]
+    text = saved.read_text()
+    assert "# GMEM.FALLOC.ALLOC: expected: ok 0 [GMEM.FALLOC.ALLOC]" in text and \
+        "# GMEM.FALLOC.ALLOC: observed: errno EIO" in text, text
+    # On the kernel, which does not lie: the allocation succeeds, as the rule says.
+    r = export_and_run(tmp_path, saved)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "#   GMEM.FALLOC.ALLOC: observed: ok 0\n" in r.stdout
+    assert "ok 1 GMEM.FALLOC.ALLOC: op 2 fallocate" in r.stdout and "not ok" not in r.stdout
+    # With the C library lying as the target did: the finding, as run recorded it.
+    lib = tmp_path / "lie.so"
+    (tmp_path / "lie.c").write_text(LIE_C)
+    b = subprocess.run([GCC, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(lib), str(tmp_path / "lie.c"),
+                        "-ldl"], capture_output=True, text=True)
+    assert b.returncode == 0, b.stderr
+    r = subprocess.run([str(tmp_path / "repro")], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LD_PRELOAD=str(lib)))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "#   GMEM.FALLOC.ALLOC: observed: errno EIO\n" in r.stdout
+    assert "not ok 1 GMEM.FALLOC.ALLOC: op 2 fallocate" in r.stdout
+
+
+@needs_kvm
+@needs_host_gmem
 @needs_gcc
 def test_c_reproducer_of_the_known_6_18_finding_fails_on_this_kernel(tmp_path):
     # The known finding (ci/known-findings.json): a bind past 2^63 the kernel accepts.
     known = json.loads((REPO / "ci" / "known-findings.json").read_text())
-    import os
     release = os.uname().release
-    import fnmatch
     if not any(e.get("rule") == "GMEM.BIND.RANGE" and fnmatch.fnmatch(release, e.get("release", "*"))
-               for e in known.get("findings", known if isinstance(known, list) else [])):
-        from conftest import skip_for_kernel
+               for e in known["findings"]):
         skip_for_kernel(f"the bind past 2^63 is not a known finding on {release}")
     r = export_and_run(tmp_path, finding(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
@@ -61,6 +138,7 @@ def test_c_reproducer_of_the_known_6_18_finding_fails_on_this_kernel(tmp_path):
 
 
 @needs_kvm
+@needs_host_gmem
 @needs_gcc
 def test_c_reproducer_exits_0_when_the_kernel_behaves(tmp_path):
     # gmem range [0x1000, +0x1000) within a 0x4000 file: EINVAL is not expected;
@@ -74,6 +152,7 @@ def test_c_reproducer_exits_0_when_the_kernel_behaves(tmp_path):
 
 
 @needs_kvm
+@needs_host_gmem
 @needs_gcc
 def test_c_reproducer_runs_every_op_kind_as_the_host_target(tmp_path):
     # Data through write, a mapping, a load's digest (FNV-1a of the pattern bytes)
@@ -87,7 +166,7 @@ def test_c_reproducer_runs_every_op_kind_as_the_host_target(tmp_path):
                  "fallocate gmem=0 mode=KEEP_SIZE|PUNCH_HOLE offset=0 len=0x1000\nread gmem=0 len=0x1000\n")
     r = export_and_run(tmp_path, f)
     if r.returncode == 4:
-        pytest.skip("guest_memfd MMAP|INIT_SHARED missing: " + r.stdout)
+        skip_for_kernel("guest_memfd MMAP|INIT_SHARED missing: " + r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "# op 4: fstat gmem=0 -> ok 0 aux=0x1000" in r.stdout
     assert "# op 5: load map=0 offset=0x1000 len=0x1000 -> signal SIGBUS" in r.stdout
@@ -219,9 +298,10 @@ def test_kselftest_function_parses_in_the_7_3_selftests_tree(tmp_path):
     # (fetched into the cache like `run --target qemu --build` does).
     from kconform.core.paths import cache_dir
     from kconform.sources.full_trees import full_tree
+    from kconform.sources.kernel_image import KernelError
     try:
         tree = Path(full_tree("debian:7.3", cache_dir(), progress=lambda m: None)[0])
-    except Exception as e:  # noqa: BLE001 - a download that cannot happen here
+    except KernelError as e:  # what full_tree raises when the download or extraction cannot happen
         pytest.skip(f"debian:7.3's full tree cannot be fetched: {str(e).splitlines()[0]}")
     k = tree / "tools" / "testing" / "selftests" / "kvm"
     r = kconform("export", "--as", "kselftest", str(finding(tmp_path)))
@@ -239,6 +319,7 @@ def test_kselftest_function_parses_in_the_7_3_selftests_tree(tmp_path):
 
 
 @needs_kvm
+@needs_host_gmem
 @needs_gcc
 def test_c_reproducer_agrees_with_the_host_target_op_by_op(engine, tmp_path):
     # Fidelity: every scenario of the directed gmem corpus that the host target runs
@@ -325,12 +406,13 @@ def test_kselftest_of_every_op_kind_parses_and_names_the_rule(tmp_path):
 
 
 @needs_kvm
+@needs_host_gmem
 @needs_gcc
 def test_c_reproducer_of_every_op_kind_compiles_warning_free_and_runs(tmp_path):
     f = tmp_path / "rich.kcs"
     f.write_text(RICH)
     r = export_and_run(tmp_path, f)
     if r.returncode == 4:
-        pytest.skip("guest_memfd MMAP|INIT_SHARED missing: " + r.stdout)
+        skip_for_kernel("guest_memfd MMAP|INIT_SHARED missing: " + r.stdout)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert r.stdout.count("# op ") == 16

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, have_kvm, is_nightly, kconform
+from conftest import REPO, is_nightly, kconform, needs_host_gmem, needs_kvm
 
 from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from kconform.engine.verdicts import read_stream
@@ -163,21 +163,25 @@ def test_a_fault_that_never_fires_is_reported_as_never_fired(tmp_path):
 
 # ---- the matrix ----------------------------------------------------------------------------
 
-def test_every_cell_of_the_matrix_is_detected_or_a_known_blind_spot(tmp_path, engine):
-    targets = ["host", "el2"] if have_kvm() else ["el2"]
-    args = ["selftest", "faults", "--format", "json", "--report-dir", str(tmp_path)]
+# One test per target, so that the host half without /dev/kvm (or on a kernel whose KVM
+# has no guest_memfd) is a skip the summary counts (needs_kvm, needs_host_gmem: accepted
+# in CI), never a half silently left out of one test.
+@pytest.mark.parametrize("target", ["el2", pytest.param("host", marks=[needs_kvm, needs_host_gmem])])
+def test_every_cell_of_the_matrix_is_detected_or_a_known_blind_spot(tmp_path, engine, target):
+    args = ["selftest", "faults", "--target", target, "--format", "json", "--report-dir", str(tmp_path)]
     table = faults.applicable(engine)
-    # Without KCONFORM_NIGHTLY, every third cell of each ABI's matrix (a fixed
-    # slice, both targets); the whole matrix is the nightly run's.
-    want = {abi: (cells if is_nightly() else cells[::3]) for abi, cells in table.items()}
+    abi = faults.TARGETS[target]
+    # Without KCONFORM_NIGHTLY, every third cell of the target's ABI's matrix (a fixed
+    # slice); the whole matrix is the nightly run's.
+    want = {abi: (table[abi] if is_nightly() else table[abi][::3])}
     if not is_nightly():
-        args += ["--only", ",".join(c for t in targets for c in want[faults.TARGETS[t]])]
-    r = kconform(*args, *(["--target", "el2"] if targets == ["el2"] else []), timeout=900)
+        args += ["--only", ",".join(want[abi])]
+    r = kconform(*args, timeout=900)
     assert r.returncode in (EXIT_CLEAN, EXIT_VIOLATIONS), r.stderr
     doc = json.loads(r.stdout)
     spots = faults.load_blind_spots()
     failing, stale = [], []
-    assert [m["target"] for m in doc["targets"].values()] == targets
+    assert [m["target"] for m in doc["targets"].values()] == [target]
     for label, m in doc["targets"].items():
         abi = faults.TARGETS[m["target"]]
         profile = m["identity"]["profile"]

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "harness/runner/runner.h"
+#include "harness/scenario/gmem_abi.h"
 #include "models/gmem/model.h"
 #include "targets/host_gmem/host_target.h"
+#include "targets/skip_reasons.h"
 
 #ifndef KC_CORPUS_DIR
 #error "KC_CORPUS_DIR must name the corpora directory"
@@ -273,7 +275,11 @@ std::vector<json> op_records(const std::string& text) {
 // judged them, then replayed: the same op records, verdict for verdict.
 TEST_F(Replay, ARecordOfTheHostReplaysToTheSameVerdicts) {
   gmem::HostOpen host = gmem::open_host_target();
-  if (!host.target) GTEST_SKIP() << "host target cannot run: " << host.error;
+  if (!host.target && host.no_device) GTEST_SKIP() << KC_SKIP_NO_KVM << host.error;
+  ASSERT_TRUE(host.target) << "/dev/kvm opens but the host target cannot run: " << host.error;
+  // Every corpus scenario needs guest_memfd: without it none runs, nothing is recorded.
+  if (!(host.target->identity().cap_bits & gmem::kCapGmem))
+    GTEST_SKIP() << KC_SKIP_KERNEL << "no KVM_CAP_GUEST_MEMFD (no guest_memfd scenario runs)";
   std::vector<std::string> files;
   for (const char* sub : {"/gmem", "/z3/gmem"})
     for (const auto& e : fs::directory_iterator(std::string(KC_CORPUS_DIR) + sub))

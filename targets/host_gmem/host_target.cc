@@ -558,6 +558,8 @@ HostOpen open_host_target(const char* dev_path) {
   HostOpen out;
   int fd = open(dev_path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
+    const int e = errno;
+    out.no_device = e == ENOENT || e == ENODEV || e == ENXIO || e == EACCES || e == EPERM;
     out.error = probe_kvm(dev_path).error;  // the same message the probe gives
     return out;
   }

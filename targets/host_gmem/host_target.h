@@ -94,7 +94,14 @@ std::vector<PatternHint> pattern_hints(const Scenario& s);
 struct HostOpen {
   std::unique_ptr<Target> target;  // null when error is set
   gmem::Profile profile;
-  std::string error;  // /dev/kvm missing or unusable: print it and skip
+  std::string error;  // why the target cannot run
+  // The machine has no /dev/kvm this process may open: open(2) of the device
+  // failed with ENOENT, ENODEV or ENXIO (absent: no kvm module, no
+  // virtualisation) or EACCES or EPERM (not ours to open). A test may skip
+  // then (KC_SKIP_NO_KVM, targets/skip_reasons.h). False for every other
+  // failure, a /dev/kvm that opens but will not probe (its API version, no VM
+  // it can create) included: that is a failure, not the machine's.
+  bool no_device = false;
 };
 
 HostOpen open_host_target(const char* dev_path = kKvmDevice);

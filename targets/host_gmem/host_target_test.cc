@@ -1,5 +1,7 @@
 // Tests of the host target on the running kernel's /dev/kvm. Every test
-// that needs /dev/kvm skips with the probe's error when it is missing.
+// that needs /dev/kvm skips (KC_SKIP_NO_KVM) when the machine has none this
+// process may open; a /dev/kvm that opens but cannot be used fails them.
+// A capability the running kernel lacks skips (KC_SKIP_KERNEL).
 // Tests named Quirk* document what this kernel does, not a requirement.
 #include "targets/host_gmem/host_target.h"
 
@@ -25,6 +27,7 @@
 #include "targets/host_gmem/buffers.h"
 #include "targets/host_gmem/fault_guard.h"
 #include "targets/host_gmem/file_times.h"
+#include "targets/skip_reasons.h"
 
 namespace kconform::host_gmem {
 namespace {
@@ -112,7 +115,8 @@ class HostTarget : public ::testing::Test {
  protected:
   void SetUp() override {
     HostOpen h = open_host_target();
-    if (!h.target) GTEST_SKIP() << "no usable /dev/kvm: " << h.error;
+    if (!h.target && h.no_device) GTEST_SKIP() << KC_SKIP_NO_KVM << h.error;
+    ASSERT_TRUE(h.target) << "/dev/kvm opens but the host target cannot run: " << h.error;
     target_ = std::move(h.target);
     profile_ = h.profile;
     bits_ = target_->identity().cap_bits;
@@ -126,10 +130,10 @@ class HostTarget : public ::testing::Test {
   uint32_t bits_ = 0;
 };
 
-#define NEED(caps)                                                                   \
-  do {                                                                               \
-    if (!need(caps)) GTEST_SKIP() << "kernel lacks capability bits 0x" << std::hex \
-                                  << ((caps) & ~bits_);                              \
+#define NEED(caps)                                                                          \
+  do {                                                                                      \
+    if (!need(caps))                                                                        \
+      GTEST_SKIP() << KC_SKIP_KERNEL << "lacks capability bits 0x" << std::hex << ((caps) & ~bits_); \
   } while (0)
 
 // A VM with a 2 MiB guest_memfd (MMAP|INIT_SHARED), mapped shared read-write
@@ -151,6 +155,16 @@ TEST(HostProbe, MissingDeviceGivesClearError) {
   HostOpen h = open_host_target("/nonexistent/kvm");
   EXPECT_EQ(h.target, nullptr);
   EXPECT_EQ(h.error, r.error);
+  EXPECT_TRUE(h.no_device);  // absent: the machine's, a test may skip
+}
+
+// A device that opens but is not KVM (/dev/null: KVM_GET_API_VERSION fails
+// with ENOTTY) is no reason to skip: the host target is broken, not absent.
+TEST(HostProbe, ADeviceThatOpensButWillNotProbeIsNotAMissingOne) {
+  HostOpen h = open_host_target("/dev/null");
+  EXPECT_EQ(h.target, nullptr);
+  EXPECT_FALSE(h.no_device);
+  EXPECT_NE(h.error.find("KVM_GET_API_VERSION"), std::string::npos) << h.error;
 }
 
 TEST_F(HostTarget, ProbeFillsIdentityAndProfile) {
@@ -223,7 +237,7 @@ TEST_F(HostTarget, PunchHoleZeroes) {
 // Quirk: documents this kernel (no GUEST_MEMFD_FLAG_WRITE), not a requirement.
 TEST_F(HostTarget, QuirkFileIoFailsWithoutWriteAbi) {
   NEED(kCapGmem | kCapMmap | kCapInitShared);
-  if (profile_.write_abi) GTEST_SKIP() << "kernel has the write ABI";
+  if (profile_.write_abi) GTEST_SKIP() << KC_SKIP_KERNEL << "it has the write ABI (GUEST_MEMFD_FLAG_WRITE)";
   Builder b = mapped_gmem();
   b.op(kWrite, {0, 4096, 1})
       .op(kPwrite, {0, 0, 4096, 1})

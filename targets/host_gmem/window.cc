@@ -58,9 +58,16 @@ RaceWindow::~RaceWindow() { disarm(); }
 
 bool RaceWindow::arm(uint8_t* base, size_t len, size_t page, size_t index, GroupThreads* threads,
                      size_t self) {
-  if ((index + 1) * page > len) return false;
+  arm_errno_ = 0;
+  arm_error_.clear();
+  if ((index + 1) * page > len) {
+    arm_error_ = "page " + std::to_string(index) + " is outside the buffer";
+    return false;
+  }
   int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   if (fd < 0) {
+    arm_errno_ = errno;
+    arm_error_ = std::string("userfaultfd(2): ") + std::strerror(arm_errno_);
     release_ = Release::kUnavailable;
     return false;
   }
@@ -76,7 +83,13 @@ bool RaceWindow::arm(uint8_t* base, size_t len, size_t page, size_t index, Group
   reg.range.start = reinterpret_cast<uintptr_t>(addr);
   reg.range.len = page;
   reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-  if (fresh != addr || ioctl(fd, UFFDIO_API, &api) != 0 || ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
+  const char* step = fresh != addr                          ? "mmap(MAP_FIXED)"
+                     : ioctl(fd, UFFDIO_API, &api) != 0      ? "UFFDIO_API"
+                     : ioctl(fd, UFFDIO_REGISTER, &reg) != 0 ? "UFFDIO_REGISTER"
+                                                             : nullptr;
+  if (step) {
+    arm_errno_ = errno;
+    arm_error_ = std::string(step) + ": " + std::strerror(arm_errno_);
     if (fresh == addr) std::memcpy(addr, saved_.data(), page);  // the source as it was
     close(fd);
     release_ = Release::kUnavailable;

@@ -47,6 +47,11 @@ class RaceWindow {
   // writing thread in `threads`. False (and nothing changed) where the kernel
   // has no userfaultfd or refuses it: the op then runs without a window.
   bool arm(uint8_t* base, size_t len, size_t page, size_t index, GroupThreads* threads, size_t self);
+  // After arm() returned false: the errno of the step that failed (0 if
+  // none: a page outside the buffer) and that step with its error in words.
+  // userfaultfd(2) failing with ENOSYS is a kernel built without it.
+  int arm_errno() const { return arm_errno_; }
+  const std::string& arm_error() const { return arm_error_; }
   // Ends the handler; call after the write returned.
   void disarm();
   Release release() const { return release_.load(); }
@@ -60,6 +65,8 @@ class RaceWindow {
   uint8_t* page_addr_ = nullptr;
   size_t page_ = 0;
   std::vector<uint8_t> saved_;
+  int arm_errno_ = 0;
+  std::string arm_error_;
   GroupThreads* threads_ = nullptr;
   size_t self_ = 0;
   std::atomic<bool> stop_{false};

@@ -7,10 +7,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "targets/skip_reasons.h"
 
 namespace kconform::host_gmem {
 namespace {
@@ -39,11 +42,19 @@ std::vector<uint8_t> file_bytes(int fd, size_t len) {
 // source for thread 0 of a two-thread group.
 class RaceWindowTest : public ::testing::Test {
  protected:
+  // Arms the window; the test goes on only if it is armed. A kernel built
+  // without userfaultfd (ENOSYS) skips, as the running kernel's matter; any
+  // other refusal (a sysctl or seccomp profile that forbids it, a step
+  // that fails) is a failure.
   void arm(size_t held) {
     fd = memfd_create("kconform-window-test", MFD_CLOEXEC);
     ASSERT_GE(fd, 0);
     threads.count = 2;
     armed = w.arm(src.base, src.len, src.page, held, &threads, 0);
+    if (armed) return;
+    EXPECT_EQ(w.release(), RaceWindow::Release::kUnavailable);
+    if (w.arm_errno() == ENOSYS) GTEST_SKIP() << KC_SKIP_KERNEL << "no userfaultfd (" << w.arm_error() << ")";
+    FAIL() << "the window cannot be armed: " << w.arm_error();
   }
   void TearDown() override {
     if (fd >= 0) close(fd);
@@ -69,7 +80,7 @@ class RaceWindowTest : public ::testing::Test {
 
 TEST_F(RaceWindowTest, AHeldWriteWaitsForTheOtherThreadsToFinish) {
   arm(2);
-  if (!armed) GTEST_SKIP() << "no userfaultfd here";
+  if (!armed) return;  // skipped or failed in arm()
   std::thread other([&] {
     threads.tid[1] = static_cast<int>(gettid());
     std::this_thread::sleep_for(std::chrono::milliseconds(60));  // sleeping in S, not blocked
@@ -86,7 +97,7 @@ TEST_F(RaceWindowTest, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
   // held page; the second write to the same file blocks on that lock (state
   // D), which the window sees: it lets go long before its bound.
   arm(1);
-  if (!armed) GTEST_SKIP() << "no userfaultfd here";
+  if (!armed) return;  // skipped or failed in arm()
   std::vector<uint8_t> other_bytes(src.page, 0x5a);
   std::thread other([&] {
     threads.tid[1] = static_cast<int>(gettid());
@@ -105,7 +116,7 @@ TEST_F(RaceWindowTest, AHeldWriteIsLetGoWhenTheOthersBlockOnItsLock) {
 
 TEST_F(RaceWindowTest, AWriteThatNeverReachesThePageIsNotHeld) {
   arm(3);
-  if (!armed) GTEST_SKIP() << "no userfaultfd here";
+  if (!armed) return;  // skipped or failed in arm()
   ASSERT_EQ(pwrite(fd, src.base, src.page, 0), static_cast<ssize_t>(src.page));  // page 0 only
   w.disarm();
   EXPECT_EQ(w.release(), RaceWindow::Release::kNotHeld);

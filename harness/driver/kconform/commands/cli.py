@@ -270,7 +270,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", help="report root (default reports/qemu-arm64); "
                                                 "each check writes a new folder in it")
 
-    p = sub.add_parser("test", help="the project's test suite (GoogleTest in plain and ASan builds, pytest)")
+    p = sub.add_parser("test", help="the project's test suite (GoogleTest in plain and ASan builds, pytest)",
+                       description="The project's test suite: GoogleTest in the plain and ASan+UBSan builds, "
+                                   "the RECLAIM2 reference handler's tests (Debian 7.3 + our patch), then "
+                                   "pytest. Exit 1 when a runner exits non-zero, writes no JUnit file, runs "
+                                   "fewer tests than it collected, when a *_test.cc of the tree is not built "
+                                   "into a program ctest runs, or (KCONFORM_CI=1) when a test skips for a "
+                                   "reason the machine does not explain (no /dev/kvm, the running kernel, "
+                                   "nightly: harness/driver/kconform/core/skips.py). The last line counts "
+                                   "skips by reason.")
     p.add_argument("--no-asan", action="store_true", help="skip the ASan+UBSan build")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
 

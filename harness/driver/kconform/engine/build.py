@@ -109,12 +109,16 @@ def _checked_spmc_tree(tree: str | os.PathLike, offline: bool, log: Log,
     return _checked(TFA_TREE, tree, required, offline, log)
 
 
-def _checked_optee_tree(tree: str | os.PathLike, offline: bool, log: Log) -> Path | None:
-    """The OP-TEE tree of targets/optee (debian-src:optee-os or a path). Never required:
-    any failure to fetch or check it is a warning, and the build goes on without it."""
+def _checked_optee_tree(tree: str | os.PathLike, offline: bool, log: Log,
+                        required: bool = False) -> Path | None:
+    """The OP-TEE tree of targets/optee (debian-src:optee-os or a path). Unless required
+    (`kconform test`, whose OP-TEE test programs need it), any failure to fetch or check
+    it is a warning, and the build goes on without it."""
     try:
-        return _checked(OPTEE_TREE, tree, False, offline, log)
+        return _checked(OPTEE_TREE, tree, required, offline, log)
     except ToolError as e:  # not a TreeError (say, the disk): still not this build's failure
+        if required:
+            raise
         log(f"kconform: no {OPTEE_TREE.what} ({str(e).splitlines()[0]}); building without it")
         return None
 
@@ -126,7 +130,7 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
                 spmc_tree: str | os.PathLike | None = None, spmc_tree_required: bool = False,
                 reconfigure: bool = True, jobs: int | None = None, what: str | None = None,
                 build_hint: str = "", log: Log = print,
-                optee_tree: str | os.PathLike | None = None) -> Path:
+                optee_tree: str | os.PathLike | None = None, optee_tree_required: bool = False) -> Path:
     """Configures build (from source with generator, or from a CMake preset, plus the
     cache definitions and the checked kernel tree) and builds targets (all if None).
 
@@ -137,7 +141,7 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     folder configured before targets/spmc existed (no KCONFORM_TFA_TREE at all) is
     configured again with it, fetched if need be. optee_tree (the engine's presets pass
     one) is the OP-TEE tree of targets/optee, handled like an spmc_tree that is not
-    required.
+    required unless optee_tree_required.
 
     The build folder is locked (build/.kconform.lock) from the configure decision to the
     end of the build: a second kconform on the same folder waits for the first.
@@ -148,7 +152,7 @@ def cmake_build(build: Path, *, source: Path = REPO, preset: str | None = None,
     with locks.locked(build / locks.LOCK_NAME, f"the build folder {rel}", log):
         _configure_and_build(build, source, preset, generator, definitions, targets, tree,
                              tree_required, spmc_tree, spmc_tree_required, reconfigure, jobs, what,
-                             build_hint, log, optee_tree=optee_tree)
+                             build_hint, log, optee_tree=optee_tree, optee_tree_required=optee_tree_required)
     return build
 
 
@@ -158,7 +162,7 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
                          spmc_tree: str | os.PathLike | None, spmc_tree_required: bool,
                          reconfigure: bool,
                          jobs: int | None, what: str, build_hint: str, log: Log,
-                         optee_tree: str | os.PathLike | None = None) -> None:
+                         optee_tree: str | os.PathLike | None = None, optee_tree_required: bool = False) -> None:
     tree_path: Path | None = None
     configure = reconfigure or not _generated(build)
     if tree is not None:
@@ -185,12 +189,14 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
     optee_path: Path | None = None
     if optee_tree is not None:
         have = cache_value(build, OPTEE_TREE_VARIABLE)
-        if configure or have is None:
-            # A fresh configure, or a folder configured before targets/optee existed.
-            optee_path = _checked_optee_tree(optee_tree, offline=False, log=log)
+        if configure or have is None or (optee_tree_required and not have):
+            # A fresh configure, a folder configured before targets/optee existed, or one
+            # configured without it when it is now required.
+            optee_path = _checked_optee_tree(optee_tree, offline=False, log=log, required=optee_tree_required)
             configure = configure or optee_path is not None
         elif not have or not Path(have).is_dir():
-            optee_path = _checked_optee_tree(optee_tree, offline=True, log=log)
+            optee_path = _checked_optee_tree(optee_tree, offline=not optee_tree_required, log=log,
+                                             required=optee_tree_required)
             configure = configure or optee_path is not None
     if configure:
         if not reconfigure:
@@ -215,13 +221,14 @@ def _configure_and_build(build: Path, source: Path, preset: str | None, generato
 
 
 def build_preset(preset: str = "default", targets: list[str] | None = None, log: Log = print,
-                 spmc_tree: str | os.PathLike | None = None) -> Path:
+                 spmc_tree: str | os.PathLike | None = None, optee_required: bool = False) -> Path:
     """Builds (incrementally) and returns the build folder of a CMake preset, with the
     default kernel tree for its EL2 handler, a TF-A tree for its SPMC: spmc_tree
     (a debian-src: spec or a path, the user's checkout; it must be usable, and later
     builds of the preset keep it) or the default one, and Debian's OP-TEE tree for
-    targets/optee when it can be had (never required)."""
+    targets/optee when it can be had (required only with optee_required: `kconform
+    test`, whose OP-TEE test programs need it)."""
     return cmake_build(build_dir(preset), preset=preset, targets=targets, reconfigure=False,
                        spmc_tree=spmc_tree or source_trees.DEFAULT_SPMC_TREE,
                        spmc_tree_required=spmc_tree is not None, log=log,
-                       optee_tree=source_trees.DEFAULT_OPTEE_TREE)
+                       optee_tree=source_trees.DEFAULT_OPTEE_TREE, optee_tree_required=optee_required)
