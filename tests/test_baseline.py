@@ -4,13 +4,14 @@ import json
 
 import pytest
 
+from conftest import REPO
 from kconform.core.errors import ToolError
 from kconform.engine import baseline
 from kconform.engine.verdicts import Finding, TargetRun
 
 
 def entry(**kw):
-    e = {"rule": "GMEM.A", "target": "host", "release": "6.18.*", "reason": "triaged",
+    e = {"rule": "GMEM.A", "target": "host", "release": "6.18.*", "kind": "bug", "reason": "triaged",
          "date": "2026-11-30"}
     e.update(kw)
     return e
@@ -46,6 +47,11 @@ def test_missing_file_is_an_empty_baseline(tmp_path):
     ({"format": 1, "findings": [entry(date="30/11/2026")]}, "findings[0]: field 'date'"),
     ({"format": 1, "findings": [entry(colour="red")]}, "findings[0]: field 'colour'"),
     ({"format": 1, "findings": [entry(), entry(rule="NOPE")]}, "findings[1]: field 'rule'"),
+    ({"format": 1, "findings": [entry(), {k: v for k, v in entry().items() if k != "kind"}]},
+     "findings[1]: field 'kind': required, one of bug, deviation, limit, robustness"),
+    ({"format": 1, "findings": [entry(kind="harmless")]},
+     "findings[0]: field 'kind': 'harmless' is not one of bug, deviation, limit, robustness"),
+    ({"format": 1, "findings": [entry(report=" ")]}, "findings[0]: field 'report'"),
 ])
 def test_malformed_baseline_names_the_field(tmp_path, doc, field):
     with pytest.raises(ToolError) as e:
@@ -115,3 +121,33 @@ def test_a_signal_entry_is_stale_only_after_a_plain_run():
         runs[sanitized] = r
     assert baseline.apply(entries, [runs[1]]) == []  # under ASan the signal is the sanitizer's report
     assert baseline.apply(entries, [runs[0]]) == entries
+
+
+def test_an_upstream_report_is_an_optional_field(tmp_path):
+    p = write(tmp_path, {"format": 1, "findings": [entry(report="https://lore.kernel.org/kvmarm/x"), entry()]})
+    loaded = baseline.load(p, {"GMEM.A"})
+    assert loaded[0]["report"].startswith("https://") and "report" not in loaded[1]
+
+
+def test_the_repository_baseline_has_a_kind_per_entry_and_no_every_scenario_entry_but_limits():
+    """Issue 38: a scenario "*" entry accepts every future finding of its rule on its target
+    (a regression there would print "baselined"): only a platform limit may."""
+    entries = baseline.load(REPO / "ci" / "known-findings.json")
+    assert entries and all(e["kind"] in baseline.KINDS for e in entries)
+    star = [(i, e["rule"], e["target"], e["kind"]) for i, e in enumerate(entries)
+            if e.get("scenario", "*") == "*" and e["kind"] != "limit"]
+    assert not star, f"scenario '*' entries not of kind limit (narrow them: kconform baseline audit): {star}"
+
+
+def test_baselined_findings_are_counted_by_kind():
+    from kconform.engine import report
+    entries = [entry(scenario="gmem/x*", kind="deviation"), entry(rule="GMEM.B", kind="bug")]
+    run = run_with(finding(), finding(scenario="gmem/x2"), finding(rule="GMEM.B"), finding(rule="GMEM.C"))
+    baseline.apply(entries, [run])
+    assert report.baselined_by_kind([run]) == {"deviation": 2, "bug": 1}
+    assert report.baselined_summary([run]) == "3 baselined: 2 deviation, 1 bug"
+    assert report.baselined_summary([run_with()]) == "0 baselined"
+    doc = json.loads(report.to_json([run], [], [], 1))
+    assert doc["baselined"] == 3 and doc["baselined_by_kind"] == {"deviation": 2, "bug": 1}
+    assert doc["runs"][0]["baselined_by_kind"] == {"deviation": 2, "bug": 1}
+    assert doc["runs"][0]["ran"] == ["gmem/x", "gmem/x2"]

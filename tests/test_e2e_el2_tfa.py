@@ -9,6 +9,7 @@ import json
 import pytest
 
 from conftest import kconform, run_report
+from test_baseline_audit import audit_is_clean
 
 pytestmark = pytest.mark.network  # the builds fetch Debian's 7.3 tree and arm-trusted-firmware source
 
@@ -43,6 +44,7 @@ def test_el2_with_tfa_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_r
         # After such a refusal the model goes on (FfaModel::adopt): few ops go unchecked.
         assert run["counts"]["unchecked"] < 20
     assert code == 0
+    audit_is_clean(tmp_path, 2)
 
 
 def test_el3_is_an_el2_flag(tmp_path):

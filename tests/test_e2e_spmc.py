@@ -9,6 +9,7 @@ import json
 import pytest
 
 from conftest import kconform, run_report
+from test_baseline_audit import audit_is_clean
 
 pytestmark = pytest.mark.network  # the build fetches Debian's arm-trusted-firmware source
 
@@ -33,6 +34,7 @@ def test_tfa_runs_every_ffa_corpus_at_4k_and_16k_and_every_finding_is_reviewed(t
         assert any(f["rule"] == "FFA.SPMC.ANSWER" and "negotiate-v1_2-share" in f["scenario"]
                    for f in run["findings"])
     assert code == 0
+    audit_is_clean(tmp_path, 2)
 
 
 def test_a_page_size_and_an_unknown_spmc_are_flags(tmp_path):

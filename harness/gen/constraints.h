@@ -113,6 +113,10 @@ struct Function {
   std::vector<Param> params;
   std::vector<Cond> conds;
   std::vector<z3::expr> context;  // kept by every case
+  // Soft, as Param::prefer_max: values a case keeps where it can (after the
+  // parameters' preferences), e.g. the canonical value of a field that
+  // several conditions bound.
+  std::vector<z3::expr> prefer;
   // A case that cannot keep every other condition: true, it breaks the fewest
   // others it must (named in the case); false, it may break only conditions
   // whose W-bit computation still holds (named in the case), else it is not

@@ -186,12 +186,16 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
       le("ep-count-max", "FFA.DESC.EP_COUNT", "ep_count <= 4", ep_count, v.cst(4, 32)),
       le("ep-count-known", "FFA.DESC.RECEIVER", "ep_count <= 2 (the SPMC knows SP1 and SP2 only)", ep_count,
          v.cst(2, 32)),
-      eq("ep-size", "FFA.DESC.EP_MEM_SIZE", "ep_size == 32 (v1.2)", ep_size, v.cst(kEmad12, 32)),
+      le("ep-size-min", "FFA.DESC.EP_MEM_SIZE", "ep_size >= 16", v.cst(16, 32), ep_size),
+      aligned("ep-size-align", "FFA.DESC.EP_MEM_SIZE", "ep_size % 16 == 0", ep_size, 16),
+      may_succeed(le("ep-size-version", "FFA.DESC.EP_MEM_SIZE",
+                     "ep_size <= 32 (v1.2's or v1.1's; a later version's may be taken or refused)", ep_size,
+                     v.cst(kEmad12, 32), 16)),
       le("ep-off-header", "FFA.DESC.EP_MEM_OFFSET", "ep_off >= 48", v.cst(kHeader12, 32), ep_off),
       aligned("ep-off-align", "FFA.DESC.EP_MEM_OFFSET", "ep_off % 16 == 0", ep_off, 16),
       le("ep-end-frag", "FFA.DESC.EP_MEM_OFFSET", "ep_off + ep_count*ep_size <= frag_len", ep_end, frag, 1, true),
       ne("comp-nonzero", "FFA.DESC.COMPOSITE_OFFSET", "comp_off != 0", comp, zero),
-      aligned("comp-align", "FFA.DESC.COMPOSITE_OFFSET", "comp_off % 8 == 0", comp, 8),
+      aligned("comp-align", "FFA.DESC.COMPOSITE_OFFSET", "comp_off % 16 == 0", comp, 16),
       le("comp-after-eps", "FFA.DESC.COMPOSITE_OFFSET", "ep_off + ep_count*ep_size <= comp_off", ep_end, comp, 1,
          true),
       le("comp-in-frag", "FFA.DESC.COMPOSITE_OFFSET", "comp_off + 16 <= frag_len", comp_end, frag, 1, true),
@@ -213,10 +217,17 @@ Function share_desc(Vocab& v, uint64_t page, bool lend) {
                   z3::urem(frag.wide - comp_end.wide, v.wide(16)) == v.wide(0))),
   };
   // A composite that overlaps the endpoint array (comp-after-eps broken)
-  // starts 16 bytes before its end: its fields then fall on the last EMAD's
-  // implementation-defined bytes and reserved field (zero in both), so the
-  // descriptor breaks the overlap alone, not a reserved field as well.
-  f.context = {z3::ule(ep_end.wide, comp.wide) || comp.wide + v.wide(16) == ep_end.wide};
+  // starts 16 bytes before its end, in a v1.2 (32-byte) or larger EMAD: its
+  // fields then fall on the last EMAD's implementation-defined bytes and
+  // reserved field (zero in both), so the descriptor breaks the overlap
+  // alone, not a reserved field or the receiver as well.
+  // The canonical v1.2 endpoint descriptor size wherever a case can keep it
+  // (16, v1.1's, is as valid: DESC:EP-MEM-SIZE), and a rest of the
+  // descriptor that one FFA_MEM_FRAG_TX carries (build() sends no second
+  // fragment otherwise, and the send stays in flight).
+  f.prefer = {ep_size.wide == v.wide(kEmad12), z3::ule(total.wide, frag.wide + v.wide(tx))};
+  f.context = {z3::ule(ep_end.wide, comp.wide) ||
+               (comp.wide + v.wide(16) == ep_end.wide && z3::ule(v.wide(kEmad12), ep_size.wide))};
   f.build = [page, tx, lend](const Solution& s) {
     // The whole descriptor image, as far as the TX buffer can ever show it.
     const uint64_t total = s["total_len"], frag = s["frag_len"];

@@ -187,6 +187,7 @@ std::vector<Case> generate(const Function& f, GenStats* stats) {
   std::vector<z3::expr> prefs;
   for (const Param& p : f.params)
     if (p.prefer_max) prefs.push_back(z3::ule(p.term.wide, ctx.bv_val(p.prefer_max, kWide)));
+  prefs.insert(prefs.end(), f.prefer.begin(), f.prefer.end());
 
   std::vector<Query> queries;
   queries.push_back({"valid", "every condition holds", -1, ctx.bool_val(true)});

@@ -10,17 +10,15 @@ namespace kconform::ffa {
 
 namespace {
 // Table 10.15: permissions bits [7:4] MBZ; on transmission the instruction
-// access is "not specified" (v1.0 also NX), and a donor specifies no access.
+// access is "not specified" (v1.0 too), and a donor specifies no access.
 constexpr uint8_t kPermReservedMask = 0xf0;
 constexpr uint8_t kPermDataNotSpecified = 0;
 constexpr uint8_t kPermInstrNotSpecified = 0;
-constexpr uint8_t kPermInstrNxValue = 1;  // the field's value (bits [3:2] >> 2)
 // Table 10.16: endpoint flags, bit 0 (non-retrieval borrower) only.
 constexpr uint8_t kEmadFlagsReservedMask = 0xfe;
 // Table 10.18: attributes bits [5:0] on transmission (bit 6, NS, is the
-// Relayer's); type 3 is reserved.
+// Relayer's).
 constexpr uint16_t kAttrTransmitMask = 0x3f;
-constexpr uint16_t kAttrTypeReserved = 3u << 4;
 }  // namespace
 
 // --- Field access ------------------------------------------------------------
@@ -74,6 +72,9 @@ Layout layout_for(uint32_t v) {
 uint32_t header_size(Layout l) { return l == Layout::kV10 ? 32 : 48; }
 uint32_t emad_size(Layout l) { return l == Layout::kV12 ? 32 : 16; }
 uint32_t emad_reserved_off(Layout l) { return l == Layout::kV12 ? 24 : 8; }
+Layout emad_layout(Layout l, uint32_t size) {
+  return l == Layout::kV12 && size >= emad_size(Layout::kV12) ? Layout::kV12 : Layout::kV11;
+}
 
 const char* desc_error_name(DescError e) {
   switch (e) {
@@ -134,9 +135,10 @@ RuleId desc_error_rule(DescError e) {
 // --- Parsing -----------------------------------------------------------------
 
 DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout l, MemRegion* r,
-                       bool transmission, bool lenient) {
+                       bool transmission, bool lenient, DescLeeway* leeway) {
   *r = MemRegion{};
   r->layout = l;
+  r->emad_layout = l == Layout::kV10 ? Layout::kV10 : Layout::kV11;
   const uint32_t hdr = header_size(l);
   // The header must be in the first fragment (Table 10.20 / 5.19).
   if (frag.size() < hdr || total_len < hdr) return DescError::kHeader;
@@ -167,8 +169,13 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
   if (lenient && r->ep_count == 0) r->ep_count = 1;
   if (r->ep_count == 0 || r->ep_count > kMaxReceivers) return DescError::kEpCount;
   if (l != Layout::kV10) {
-    // The endpoint descriptor size is the version's.
-    if (r->ep_mem_size != emad_size(l)) return DescError::kEpMemSize;
+    // DESC:EP-MEM-SIZE: a multiple of 16, at least 16: the negotiated
+    // version's size or an earlier compatible one (16 from v1.2); a larger
+    // one (a later version's descriptor, read as far as this version goes)
+    // may be taken or refused.
+    if (r->ep_mem_size < kEmadSizeUnit || r->ep_mem_size % kEmadSizeUnit != 0) return DescError::kEpMemSize;
+    if (r->ep_mem_size > emad_size(l) && leeway) leeway->add(kFfaDescEpMemSize, kInvalidParameters);
+    r->emad_layout = emad_layout(l, r->ep_mem_size);
     // The endpoint array follows the header, 16-byte aligned.
     if ((!lenient && r->ep_mem_offset < hdr) || r->ep_mem_offset % 16 != 0) return DescError::kEpMemOffset;
   }
@@ -183,10 +190,11 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
     get_u8(frag, e + 2, &rc.perms);
     get_u8(frag, e + 3, &rc.flags);
     get_u32(frag, e + 4, &rc.composite_off);
-    // v1.2: IMPDEF bytes at +8, the reserved u64 at +24 (both inside the
-    // 32 bytes ep_mem_size was checked to be).
-    get_u64(frag, e + emad_reserved_off(l), &rc.reserved);
-    if (l == Layout::kV12) {
+    // A v1.2 entry: IMPDEF bytes at +8, the reserved u64 at +24 (both inside
+    // the at least 32 bytes ep_mem_size was checked to be); a v1.1 entry (16
+    // bytes, also from a v1.2 caller): the reserved u64 at +8.
+    get_u64(frag, e + emad_reserved_off(r->emad_layout), &rc.reserved);
+    if (r->emad_layout == Layout::kV12) {
       get_u64(frag, e + 8, &rc.impdef[0]);
       get_u64(frag, e + 16, &rc.impdef[1]);
     }
@@ -198,7 +206,7 @@ DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout
   // Handle MBZ on transmission.
   if (transmission && r->handle != 0) return DescError::kHandle;
   // One composite descriptor, shared by all receivers, after the endpoint
-  // array, 8-byte aligned, its header in the first fragment.
+  // array, 16-byte aligned, its header in the first fragment.
   r->composite_off = r->receivers[0].composite_off;
   for (uint32_t i = 1; i < r->ep_count; ++i)
     if (r->receivers[i].composite_off != r->composite_off) return DescError::kCompositeOffset;
@@ -237,7 +245,9 @@ DescError constituent_error(const Constituent& c) {
 }
 
 DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
-                          bool (*known)(uint16_t, const void*), const void* ctx) {
+                          bool (*known)(uint16_t, const void*), const void* ctx, DescLeeway* leeway) {
+  DescLeeway scratch;
+  DescLeeway& lw = leeway ? *leeway : scratch;
   // The sender is the caller.
   if (r.sender != caller) return DescError::kSender;
   // Receivers: known partitions, distinct, not the sender.
@@ -257,35 +267,46 @@ DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
     } else {
       // Data access RO or RW.
       if (data != kPermDataRo && data != kPermDataRw) return DescError::kPerms;
-      // Instruction access: "not specified" from v1.1; v1.0 also takes NX.
-      const bool nx_ok = r.layout == Layout::kV10 && instr == kPermInstrNxValue;
-      if (instr != kPermInstrNotSpecified && !nx_ok) return DescError::kPerms;
+      // Instruction access: "not specified" (v1.0 too: DESC:PERMS).
+      if (instr != kPermInstrNotSpecified) return DescError::kPerms;
     }
     // Endpoint flags: only bit 0 (non-retrieval borrower) is defined.
     if ((r.receivers[i].flags & kEmadFlagsReservedMask) != 0) return DescError::kEmadFlags;
   }
-  // Attributes: bits above [5:0] MBZ on transmission (v1.1 bit 6 NS is set only by the Relayer).
+  // Attributes (DESC:ATTRS): bits above [5:0] MBZ on transmission (v1.1
+  // bit 6, NS, is set only by the Relayer): INVALID_PARAMETERS.
   const uint16_t a = r.attributes;
   const uint16_t type = a & kAttrTypeMask, cache = a & kAttrCacheMask, sh = a & kAttrShareMask;
-  if ((a & ~kAttrTransmitMask) != 0 || type == kAttrTypeReserved) return DescError::kAttrs;
-  // A donation, or a lend to a single borrower: the sender must not specify
-  // the attributes (DESC:ATTRS), all bits 0.
+  if ((a & ~kAttrTransmitMask) != 0) return DescError::kAttrs;
   if (kind == MemKind::kDonate || (kind == MemKind::kLend && r.ep_count == 1)) {
+    // A donation, or a lend to a single borrower: the sender must not
+    // specify the attributes, all bits 0: INVALID_PARAMETERS.
     if (a != 0) return DescError::kAttrs;
-  } else if (type == kAttrTypeDevice) {
-    return DescError::kAttrs;  // ours: no device memory from the host
-  } else if (type == kAttrTypeNotSpecified) {
-    // Only a lend to several borrowers may still leave the type unspecified
-    // (ours); a share gives it. Other bits then MBZ.
-    if (kind == MemKind::kShare || a != 0) return DescError::kAttrs;
-  } else {
-    if ((cache != kAttrCacheWriteBack && cache != kAttrCacheNonCacheable) ||
-        (sh != kAttrShareInner && sh != kAttrShareOuter))
+  } else if (!(kind == MemKind::kLend && a == 0)) {
+    // A share, or a lend to several borrowers that gives them (ours: one may
+    // leave them all unspecified): Normal memory, write-back or
+    // non-cacheable, inner or outer shareable. Anything else (device memory,
+    // no or a reserved type, a reserved cacheability, non-shareable or a
+    // reserved shareability) is refused, INVALID_PARAMETERS or DENIED.
+    const bool normal = type == kAttrTypeNormal && (cache == kAttrCacheWriteBack || cache == kAttrCacheNonCacheable) &&
+                        (sh == kAttrShareInner || sh == kAttrShareOuter);
+    if (!normal) {
+      lw.add(kFfaDescAttrs, kDenied);
       return DescError::kAttrs;
+    }
+    // Normal memory other than write-back inner shareable: a Relayer may
+    // support it, or refuse it (INVALID_PARAMETERS or DENIED, no change).
+    if (cache != kAttrCacheWriteBack || sh != kAttrShareInner) {
+      lw.add(kFfaDescAttrs, kInvalidParameters);
+      lw.add(kFfaDescAttrs, kDenied);
+    }
   }
-  // Flags: bit 0 zero memory (not on a share), bit 1 time slicing; [31:2] MBZ.
+  // Flags (DESC:FLAGS): bit 0 zero memory (not on a share), bit 1 time
+  // slicing; [31:2] MBZ.
   if ((r.flags & ~(kFlagZeroMemory | kFlagTimeSlice)) != 0) return DescError::kFlags;
   if (kind == MemKind::kShare && (r.flags & kFlagZeroMemory)) return DescError::kFlags;
+  // Time slicing may be honoured or refused (INVALID_PARAMETERS, no change).
+  if (r.flags & kFlagTimeSlice) lw.add(kFfaDescFlags, kInvalidParameters);
   return DescError::kOk;
 }
 

@@ -16,10 +16,12 @@ inline constexpr uint32_t kMaxReceivers = 4;     // ours: receivers one descript
 inline constexpr uint32_t kMaxRanges = 2560;     // ours: constituents one transaction may hold (SPEC.md SPMC:HANDLE)
 inline constexpr uint32_t kConstituentSize = 16;  // Table 10.14
 inline constexpr uint32_t kCompositeSize = 16;    // Table 10.13 (header before the constituents)
-// SPEC.md DESC:COMPOSITE (ours): a composite offset must be 8-byte aligned; a
-// Relayer may also refuse one that is not 16-byte aligned.
-inline constexpr uint32_t kCompositeAlign = 8;
-inline constexpr uint32_t kCompositeAlignStrict = 16;
+// SPEC.md DESC:COMPOSITE: a composite offset is 16-byte aligned (so that,
+// with 16-byte constituents, the descriptor's lengths are multiples of 16).
+inline constexpr uint32_t kCompositeAlign = 16;
+// SPEC.md DESC:EP-MEM-SIZE: an endpoint memory access descriptor size is a
+// multiple of 16, at least 16.
+inline constexpr uint32_t kEmadSizeUnit = 16;
 
 // Little-endian field access with bounds checks. get_* return false when
 // [off, off+width) is not inside buf.
@@ -40,6 +42,12 @@ uint32_t emad_size(Layout l);    // 16, 16, 32
 // Offset of the reserved u64 in an endpoint memory access descriptor: 8, or
 // 24 from v1.2, whose 16 IMPDEF bytes come at 8 (SPEC.md DESC:LAYOUT).
 uint32_t emad_reserved_off(Layout l);
+// The layout of the endpoint memory access descriptors of a v1.1+ descriptor
+// read at version l whose header says they are size bytes (SPEC.md
+// DESC:EP-MEM-SIZE): v1.1's (16 bytes, reserved at 8) when size is 16 or the
+// caller negotiated v1.1; otherwise v1.2's (IMPDEF at 8, reserved at 24), of
+// which a larger size (a later version's) is read as far as v1.2 goes.
+Layout emad_layout(Layout l, uint32_t size);
 
 struct Constituent {
   uint64_t address = 0;
@@ -72,6 +80,7 @@ struct Receiver {
 // composite header, as read from the first fragment.
 struct MemRegion {
   Layout layout = Layout::kV11;
+  Layout emad_layout = Layout::kV11;  // how its endpoint descriptors are read (emad_layout())
   uint16_t sender = 0;
   uint16_t attributes = 0;
   uint32_t flags = 0;
@@ -94,7 +103,7 @@ enum class DescError : uint8_t {
   kOk,
   kHeader,           // shorter than the header and endpoint array
   kEpCount,          // no receiver, or more than kMaxReceivers
-  kEpMemSize,        // v1.1+: endpoint descriptor size is not the version's
+  kEpMemSize,        // v1.1+: endpoint descriptor size below 16 or not a multiple of 16
   kEpMemOffset,      // v1.1+: endpoint array offset inside the header, misaligned or past the fragment
   kReserved,         // a reserved header/endpoint/composite field is not zero
   kHandle,           // handle field not zero on transmission
@@ -117,6 +126,31 @@ enum class DescError : uint8_t {
 const char* desc_error_name(DescError e);
 RuleId desc_error_rule(DescError e);
 
+// Where DEN0077, as the reference SPMCs read it, leaves a Relayer a choice
+// the model's own checks do not take (SPEC.md DESC:EP-MEM-SIZE, DESC:ATTRS,
+// DESC:FLAGS): other answers, each an error code under its rule. A
+// descriptor the checks accept may also be refused with any of them, and
+// nothing changes; one they refuse may be refused with any of them as well
+// as with the checks' own code.
+struct DescLeeway {
+  static constexpr uint32_t kMax = 8;
+  struct Alt {
+    RuleId rule = kNoRule;
+    int32_t code = 0;
+  };
+  Alt alt[kMax];
+  uint32_t n = 0;
+  void add(RuleId r, int32_t code) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (alt[i].rule == r && alt[i].code == code) return;
+    if (n < kMax) alt[n++] = {r, code};
+  }
+  void merge(const DescLeeway& o) {
+    for (uint32_t i = 0; i < o.n; ++i) add(o.alt[i].rule, o.alt[i].code);
+  }
+  void clear() { n = 0; }
+};
+
 // Reads the header, endpoint array and composite header from frag (the first
 // fragment, frag.size() bytes) of a descriptor of total_len bytes. Structural
 // checks only (offsets, sizes, reserved fields); see check_semantics.
@@ -127,8 +161,10 @@ RuleId desc_error_rule(DescError e);
 // at the array offset, as a single-borrower reader that never checks the
 // count would), and (v1.1+) an endpoint array offset inside the header is
 // taken as given (16-byte aligned, in the fragment); every other check stays.
+// leeway (if given) gets the answers DESC:EP-MEM-SIZE leaves open: an
+// endpoint descriptor larger than the negotiated version's may be refused.
 DescError parse_region(std::span<const uint8_t> frag, uint32_t total_len, Layout l, MemRegion* out,
-                       bool transmission = true, bool lenient = false);
+                       bool transmission = true, bool lenient = false, DescLeeway* leeway = nullptr);
 // Reads constituent i (0-based) of a region whose constituents start at
 // ranges_off within buf (a whole, reassembled descriptor).
 bool read_constituent(std::span<const uint8_t> buf, uint64_t off, Constituent* out);
@@ -140,9 +176,13 @@ DescError constituent_error(const Constituent& c);
 
 // Checks of the region's fields against the transaction: caller, receivers,
 // permissions, attributes and flags. known(id) says whether id is a receiver
-// the Relayer knows.
+// the Relayer knows. leeway (if given) gets what DESC:ATTRS and DESC:FLAGS
+// leave open: DENIED besides INVALID_PARAMETERS for memory attributes a
+// Relayer refuses, a refusal of Normal memory that is not write-back inner
+// shareable, of the time-slicing flag.
 DescError check_semantics(const MemRegion& r, MemKind kind, uint16_t caller,
-                          bool (*known)(uint16_t id, const void* ctx), const void* ctx);
+                          bool (*known)(uint16_t id, const void* ctx), const void* ctx,
+                          DescLeeway* leeway = nullptr);
 
 // Checks the constituent array of a whole descriptor: counts, total, alignment,
 // overflow, overlap. On success fills ranges[0..range_count).

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -110,7 +112,9 @@ TEST(FfaDesc, MalformedDescriptorsFailWithTheirRule) {
       {"short", Layout::kV11, keep, [](std::vector<uint8_t>& b) { b.resize(40); }, DescError::kHeader, kFfaDescHeader},
       {"no receiver", Layout::kV11, [](DescSpec& s) { s.ep_count = 0; }, none, DescError::kEpCount, kFfaDescEpCount},
       {"many receivers", Layout::kV11, [](DescSpec& s) { s.ep_count = 9; }, none, DescError::kEpCount, kFfaDescEpCount},
-      {"v1.2 emad 16", Layout::kV12, [](DescSpec& s) { s.ep_mem_size = 16; }, none, DescError::kEpMemSize, kFfaDescEpMemSize},
+      {"v1.2 emad 24", Layout::kV12, [](DescSpec& s) { s.ep_mem_size = 24; }, none, DescError::kEpMemSize, kFfaDescEpMemSize},
+      {"v1.1 emad 8", Layout::kV11, [](DescSpec& s) { s.ep_mem_size = 8; }, none, DescError::kEpMemSize, kFfaDescEpMemSize},
+      {"v1.1 emad 0", Layout::kV11, [](DescSpec& s) { s.ep_mem_size = 0; }, none, DescError::kEpMemSize, kFfaDescEpMemSize},
       {"ep offset in header", Layout::kV11, keep, [](std::vector<uint8_t>& b) { put_u32(b, 32, 16); }, DescError::kEpMemOffset, kFfaDescEpMemOffset},
       {"ep offset unaligned", Layout::kV11, keep, [](std::vector<uint8_t>& b) { put_u32(b, 32, 52); }, DescError::kEpMemOffset, kFfaDescEpMemOffset},
       {"header reserved", Layout::kV11, keep, [](std::vector<uint8_t>& b) { b[44] = 1; }, DescError::kReserved, kFfaDescReservedMbz},
@@ -120,6 +124,7 @@ TEST(FfaDesc, MalformedDescriptorsFailWithTheirRule) {
       {"handle", Layout::kV11, [](DescSpec& s) { s.handle = 5; }, none, DescError::kHandle, kFfaDescHandleMbz},
       {"composite 0", Layout::kV11, keep, [](std::vector<uint8_t>& b) { put_u32(b, 52, 0); }, DescError::kCompositeOffset, kFfaDescCompositeOffset},
       {"composite unaligned", Layout::kV11, [](DescSpec& s) { s.composite_off = 68; }, none, DescError::kCompositeOffset, kFfaDescCompositeOffset},
+      {"composite 8 not 16-aligned", Layout::kV11, [](DescSpec& s) { s.composite_off = 72; }, none, DescError::kCompositeOffset, kFfaDescCompositeOffset},
       {"composite in emads", Layout::kV11, keep, [](std::vector<uint8_t>& b) { put_u32(b, 52, 56); }, DescError::kCompositeOffset, kFfaDescCompositeOffset},
       {"composite past end", Layout::kV11, [](DescSpec& s) { s.composite_off = 0x10000; }, [](std::vector<uint8_t>& b) { b.resize(96); }, DescError::kCompositeOffset, kFfaDescCompositeOffset},
       {"no ranges", Layout::kV11, [](DescSpec& s) { s.range_count = 0; }, none, DescError::kRangeCount, kFfaDescRangeCount},
@@ -145,6 +150,7 @@ TEST(FfaDesc, MalformedDescriptorsFailWithTheirRule) {
       {"zero on share", Layout::kV11, [](DescSpec& s) { s.flags = kFlagZeroMemory; }, none, DescError::kFlags, kFfaDescFlags},
       {"flag bit 5", Layout::kV11, [](DescSpec& s) { s.flags = 1u << 5; s.attributes = 0; }, none, DescError::kFlags, kFfaDescFlags, MemKind::kLend},
       {"v1.2 emad reserved at +24", Layout::kV12, keep, [](std::vector<uint8_t>& b) { b[48 + 24] = 1; }, DescError::kReserved, kFfaDescReservedMbz},
+      {"v1.0 share NX", Layout::kV10, [](DescSpec& s) { s.receivers[0].perms = kPermDataRw | kPermInstrNx; }, none, DescError::kPerms, kFfaDescPerms},
       {"v1.1 share NX", Layout::kV11, [](DescSpec& s) { s.receivers[0].perms = kPermDataRw | kPermInstrNx; }, none, DescError::kPerms, kFfaDescPerms},
       {"v1.2 lend NX", Layout::kV12, [](DescSpec& s) { s.receivers[0].perms = kPermDataRw | kPermInstrNx; s.attributes = 0; }, none, DescError::kPerms, kFfaDescPerms, MemKind::kLend},
       {"lend to one with a type", Layout::kV11, keep, none, DescError::kAttrs, kFfaDescAttrs, MemKind::kLend},
@@ -182,20 +188,109 @@ TEST(FfaDesc, V12ImpdefBytesAreNotReserved) {
 }
 
 // DESC:PERMS/ATTRS: what a sender may leave out or give.
-TEST(FfaDesc, DonateSpecifiesNothingAndV10MayGiveNx) {
+TEST(FfaDesc, DonateSpecifiesNothingAndAV10SenderNoInstructionAccess) {
   const Constituent rs[] = {{kBase, 1, 0}};
   DescSpec d = spec(Layout::kV11, rs, 1);
   d.attributes = 0;
   d.receivers[0].perms = 0;
   EXPECT_EQ(check(build(d), Layout::kV11, MemKind::kDonate), DescError::kOk);
+  // v1.0 as v1.1: the sender leaves the instruction access not specified.
   DescSpec v10 = spec(Layout::kV10, rs, 1);
-  v10.receivers[0].perms = kPermDataRw | kPermInstrNx;
   EXPECT_EQ(check(build(v10), Layout::kV10), DescError::kOk);
+  v10.receivers[0].perms = kPermDataRw | kPermInstrNx;
+  EXPECT_EQ(check(build(v10), Layout::kV10), DescError::kPerms);
   // Two borrowers: a lend may give Normal memory (ours).
   DescSpec two = spec(Layout::kV11, rs, 1);
   two.n_receivers = 2;
   two.receivers[1] = {0x8002, kPermDataRw, 0, 0, 0};
   EXPECT_EQ(check(build(two), Layout::kV11, MemKind::kLend), DescError::kOk);
+}
+
+// The leeway of a descriptor (DescLeeway): its alternatives, as (rule, code) pairs.
+std::vector<std::pair<RuleId, int32_t>> leeway_of(const std::vector<uint8_t>& b, Layout l, MemKind kind,
+                                                  DescError* e) {
+  MemRegion r;
+  DescLeeway lw;
+  *e = parse_region(b, static_cast<uint32_t>(b.size()), l, &r, true, false, &lw);
+  if (*e == DescError::kOk) *e = check_semantics(r, kind, kHostId, known, nullptr, &lw);
+  std::vector<std::pair<RuleId, int32_t>> v;
+  for (uint32_t i = 0; i < lw.n; ++i) v.push_back({lw.alt[i].rule, lw.alt[i].code});
+  return v;
+}
+
+// DESC:EP-MEM-SIZE: a multiple of 16, at least 16. The negotiated version's
+// size and, from v1.2, v1.1's 16 are taken (nothing else allowed); a larger
+// one (a later version's) is taken or refused.
+TEST(FfaDesc, EndpointDescriptorSizes) {
+  const Constituent rs[] = {{kBase, 1, 0}};
+  using V = std::vector<std::pair<RuleId, int32_t>>;
+  const V may_refuse = {{kFfaDescEpMemSize, kInvalidParameters}};
+  struct Case {
+    Layout l;
+    uint64_t size;
+    DescError want;
+    V leeway;
+  } cases[] = {
+      {Layout::kV11, 16, DescError::kOk, {}},         {Layout::kV11, 32, DescError::kOk, may_refuse},
+      {Layout::kV11, 48, DescError::kOk, may_refuse}, {Layout::kV11, 8, DescError::kEpMemSize, {}},
+      {Layout::kV11, 24, DescError::kEpMemSize, {}},  {Layout::kV12, 32, DescError::kOk, {}},
+      {Layout::kV12, 16, DescError::kOk, {}},         {Layout::kV12, 64, DescError::kOk, may_refuse},
+      {Layout::kV12, 40, DescError::kEpMemSize, {}},  {Layout::kV12, 0, DescError::kEpMemSize, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(c.l)) + "/" + std::to_string(c.size));
+    DescSpec s = spec(c.l, rs, 1);
+    s.ep_mem_size = c.size;
+    DescError e;
+    const V lw = leeway_of(build(s), c.l, MemKind::kShare, &e);
+    EXPECT_EQ(e, c.want) << desc_error_name(e);
+    EXPECT_EQ(lw, c.leeway);
+  }
+  // A v1.1 entry from a v1.2 caller: its reserved u64 is at +8 (no IMPDEF bytes).
+  DescSpec s = spec(Layout::kV12, rs, 1);
+  s.ep_mem_size = 16;
+  auto b = build(s);
+  MemRegion r;
+  ASSERT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r), DescError::kOk);
+  EXPECT_EQ(r.emad_layout, Layout::kV11);
+  b[48 + 8] = 1;
+  EXPECT_EQ(parse_region(b, static_cast<uint32_t>(b.size()), Layout::kV12, &r), DescError::kReserved);
+}
+
+// DESC:ATTRS, DESC:FLAGS: what the references leave a Relayer to choose.
+TEST(FfaDesc, AttributesAndTimeSlicingLeeway) {
+  const Constituent rs[] = {{kBase, 1, 0}};
+  using V = std::vector<std::pair<RuleId, int32_t>>;
+  const V either = {{kFfaDescAttrs, kInvalidParameters}, {kFfaDescAttrs, kDenied}};
+  const V denied_too = {{kFfaDescAttrs, kDenied}};
+  struct Case {
+    uint16_t attrs;
+    uint32_t flags;
+    DescError want;
+    V leeway;
+  } cases[] = {
+      {kAttrNormalWbInner, 0, DescError::kOk, {}},
+      {kAttrTypeNormal | kAttrCacheNonCacheable | kAttrShareInner, 0, DescError::kOk, either},
+      {kAttrTypeNormal | kAttrCacheWriteBack | kAttrShareOuter, 0, DescError::kOk, either},
+      {kAttrTypeNormal | kAttrCacheWriteBack | kAttrShareNon, 0, DescError::kAttrs, denied_too},
+      {kAttrTypeNormal | kAttrCacheWriteBack | 1, 0, DescError::kAttrs, denied_too},  // reserved shareability
+      {kAttrTypeNormal | kAttrShareInner, 0, DescError::kAttrs, denied_too},          // reserved cacheability
+      {kAttrTypeDevice | kAttrShareInner, 0, DescError::kAttrs, denied_too},
+      {0x3f, 0, DescError::kAttrs, denied_too},                                        // reserved type
+      {0, 0, DescError::kAttrs, denied_too},                                           // a share gives the type
+      {kAttrNormalWbInner | 0x40, 0, DescError::kAttrs, {}},                           // NS: INVALID_PARAMETERS only
+      {kAttrNormalWbInner, kFlagTimeSlice, DescError::kOk, {{kFfaDescFlags, kInvalidParameters}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.attrs) + "/" + std::to_string(c.flags));
+    DescSpec s = spec(Layout::kV11, rs, 1);
+    s.attributes = c.attrs;
+    s.flags = c.flags;
+    DescError e;
+    const V lw = leeway_of(build(s), Layout::kV11, MemKind::kShare, &e);
+    EXPECT_EQ(e, c.want) << desc_error_name(e);
+    EXPECT_EQ(lw, c.leeway);
+  }
 }
 
 TEST(FfaDesc, LendMayLeaveTypeUnspecifiedAndZero) {

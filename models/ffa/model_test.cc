@@ -104,7 +104,7 @@ std::vector<RuleCase> rule_cases() {
       {"FFA.HARNESS.SP_OP", 0, kFull, share() + "sp_retrieve handle=0", kValuePlus},
       {"FFA.DESC.HEADER", 0, kFull, desc("") + "mem_share total_len=16 frag_len=16", kSucceed},
       {"FFA.DESC.EP_COUNT", 0, kFull, desc("ep_count=0") + "mem_share", kSucceed},
-      {"FFA.DESC.EP_MEM_SIZE", 0, kFull, desc("ep_mem_size=16") + "mem_share", kSucceed},
+      {"FFA.DESC.EP_MEM_SIZE", 0, kFull, desc("ep_mem_size=24") + "mem_share", kSucceed},
       {"FFA.DESC.EP_MEM_OFFSET", 0, kFull, desc("") + "tx_write offset=32 data=hex:10000000\nmem_share", kSucceed},
       {"FFA.DESC.RESERVED_MBZ", 0, kFull, desc("") + "tx_write offset=40 data=hex:01\nmem_share", kSucceed},
       {"FFA.DESC.HANDLE_MBZ", 0, kFull, desc("") + "tx_write offset=8 data=hex:01\nmem_share", kSucceed},
@@ -857,14 +857,17 @@ TEST(FfaModel, LendToOneBorrowerMustNotGiveTheMemoryType) {
   EXPECT_TRUE(untyped.success);
 }
 
-// DESC:PERMS: from v1.1 the instruction access is "not specified"; NX is
-// refused; a v1.0 descriptor may still say NX.
-TEST(FfaModel, InstructionAccessIsNotSpecifiedFromV11) {
+// DESC:PERMS: the sender leaves the instruction access "not specified", in
+// v1.0 as from v1.1; NX is refused.
+TEST(FfaModel, InstructionAccessIsNotSpecified) {
   const Allows nx = allows(desc("perms=RW|NX") + "mem_share");
   EXPECT_FALSE(nx.success);
   EXPECT_TRUE(nx.refused.count(kInvalidParameters));
   EXPECT_TRUE(allows(desc("perms=RW") + "mem_share").success);
-  EXPECT_TRUE(allows(desc("layout=V1_0 perms=RW|NX") + "mem_share", "V1_0").success);
+  const Allows v10 = allows(desc("layout=V1_0 perms=RW|NX") + "mem_share", "V1_0");
+  EXPECT_FALSE(v10.success);
+  EXPECT_TRUE(v10.refused.count(kInvalidParameters));
+  EXPECT_TRUE(allows(desc("layout=V1_0 perms=RW") + "mem_share", "V1_0").success);
 }
 
 // DESC:SENDER: INVALID_PARAMETERS or DENIED, never success.
@@ -875,17 +878,91 @@ TEST(FfaModel, SenderNotTheCallerMayBeInvalidOrDenied) {
   EXPECT_TRUE(a.refused.count(kDenied));
 }
 
-// DESC:FLAGS: the time-slicing bit may be honoured or refused; DESC:COMPOSITE:
-// an offset 8 but not 16-byte aligned likewise; a 4-byte aligned one is refused.
-TEST(FfaModel, TimeSliceAndComposite8MayBeRelayedOrRefused) {
-  const Allows ts = allows(desc("flags=TIME_SLICE") + "mem_share");
-  EXPECT_TRUE(ts.success);
-  EXPECT_TRUE(ts.refused.count(kInvalidParameters));
-  const Allows c88 = allows(desc("composite_off=88") + "mem_share");
-  EXPECT_TRUE(c88.success);
-  EXPECT_TRUE(c88.refused.count(kInvalidParameters));
-  const Allows c84 = allows(desc("composite_off=84") + "mem_share");
-  EXPECT_FALSE(c84.success);
+// DESC:FLAGS: the time-slicing bit may be honoured or refused (a lend too);
+// DESC:COMPOSITE: an offset that is not 16-byte aligned is refused, 8-aligned
+// or not.
+TEST(FfaModel, TimeSliceMayBeRelayedOrRefusedAndTheCompositeIs16Aligned) {
+  for (const char* call : {"mem_share", "mem_lend"}) {
+    SCOPED_TRACE(call);
+    const std::string attrs = std::string(call) == "mem_lend" ? " attrs=UNSPECIFIED" : "";
+    const Allows ts = allows(desc("flags=TIME_SLICE" + attrs) + call);
+    EXPECT_TRUE(ts.success);
+    EXPECT_TRUE(ts.refused.count(kInvalidParameters));
+  }
+  for (const char* off : {"composite_off=88", "composite_off=84"}) {
+    SCOPED_TRACE(off);
+    const Allows c = allows(desc(off) + "mem_share");
+    EXPECT_FALSE(c.success);
+    EXPECT_EQ(c.refused, std::set<int32_t>{kInvalidParameters});
+  }
+}
+
+// DESC:PAGES: a first fragment of several with many zero-page constituents
+// may be refused once or relayed; the relay is still listed (a plan holds
+// kMaxAlts outcomes: one allowed refusal per zero-page constituent crowded
+// it out past 31 of them).
+TEST(FfaModel, ManyZeroPageConstituentsInAFirstFragmentMayBeRelayed) {
+  std::string rs = R1(0x80010000, 1);
+  for (int i = 0; i < 40; ++i) rs += R1(0x80020000, 0).substr(4);  // 4: "hex:"
+  rs += R1(0x80030000, 1).substr(4);
+  const ProxyProfile p = profile(4096, false);
+  // Header 48, one 32-byte endpoint, composite 16, 42 constituents: the first
+  // fragment ends before the last one.
+  const uint32_t total = 48 + 32 + 16 + 16 * 42;
+  Play run(p, scenario(p, kFull, "tx_mem_desc ranges=" + rs + "\nmem_share total_len=" + std::to_string(total) +
+                                     " frag_len=" + std::to_string(total - 16)));
+  ASSERT_TRUE(run.ok()) << run.error;
+  ASSERT_TRUE(run.play(run.s.ops.size() - 1)) << run.error;
+  bool relayed = false, refused = false;
+  for (const Allowed& a : run.expect_last().allowed) {
+    relayed |= a.regs[0] == kFnMemFragRx;
+    refused |= a.regs[0] == kFnError;
+  }
+  EXPECT_TRUE(relayed);
+  EXPECT_TRUE(refused);
+}
+
+// DESC:EP-MEM-SIZE: from v1.2, v1.1's 16-byte endpoint descriptor is taken
+// (success required); a larger multiple of 16 is taken or refused; one that
+// is not a multiple of 16 is refused.
+TEST(FfaModel, EndpointDescriptorSizeOfAnotherVersion) {
+  const Allows v11 = allows(desc("ep_mem_size=16") + "mem_share");
+  EXPECT_TRUE(v11.success);
+  EXPECT_TRUE(v11.refused.empty());
+  const Allows later = allows(desc("ep_mem_size=64") + "mem_share");
+  EXPECT_TRUE(later.success);
+  EXPECT_TRUE(later.refused.count(kInvalidParameters));
+  const Allows odd = allows(desc("ep_mem_size=40") + "mem_share");
+  EXPECT_FALSE(odd.success);
+  EXPECT_EQ(odd.refused, std::set<int32_t>{kInvalidParameters});
+  const Allows v11_32 = allows(desc("layout=V1_1 ep_mem_size=32") + "mem_share", "V1_1");
+  EXPECT_TRUE(v11_32.success);
+  EXPECT_TRUE(v11_32.refused.count(kInvalidParameters));
+}
+
+// DESC:ATTRS: a share of Normal write-back inner shareable memory succeeds;
+// non-cacheable or outer shareable Normal memory is taken or refused
+// (INVALID_PARAMETERS or DENIED); device or non-shareable memory is refused,
+// INVALID_PARAMETERS or DENIED; the NS bit is INVALID_PARAMETERS.
+TEST(FfaModel, ShareAttributesAsTheReferencesReadThem) {
+  const Allows wb = allows(desc("") + "mem_share");
+  EXPECT_TRUE(wb.success);
+  EXPECT_TRUE(wb.refused.empty());
+  for (const char* a : {"attrs=NORMAL_NC_INNER", "attrs=NORMAL_WB_OUTER"}) {
+    SCOPED_TRACE(a);
+    const Allows x = allows(desc(a) + "mem_share");
+    EXPECT_TRUE(x.success);
+    EXPECT_EQ(x.refused, (std::set<int32_t>{kInvalidParameters, kDenied}));
+  }
+  for (const char* a : {"attrs=DEVICE", "attrs=0x2c", "attrs=UNSPECIFIED"}) {
+    SCOPED_TRACE(a);
+    const Allows x = allows(desc(a) + "mem_share");
+    EXPECT_FALSE(x.success);
+    EXPECT_EQ(x.refused, (std::set<int32_t>{kInvalidParameters, kDenied}));
+  }
+  const Allows ns = allows(desc("attrs=0x6f") + "mem_share");
+  EXPECT_FALSE(ns.success);
+  EXPECT_EQ(ns.refused, std::set<int32_t>{kInvalidParameters});
 }
 
 // SPMC:RECLAIM: a reclaim with the time-slicing bit may be honoured or refused.

@@ -15,6 +15,7 @@ struct RangeGuard {
   Hits& hits;
   Plan* plan = nullptr;
   bool failed = false;
+  bool empty_relayed = false;  // take_ranges allowed refusing a zero-page constituent (once per call)
 
   void fail(RuleId r, std::initializer_list<int32_t> codes) {
     if (plan) {
@@ -67,6 +68,16 @@ struct RangeList {
   }
 };
 
+// Where DEN0077 leaves a Relayer a choice (DescLeeway: DESC:EP-MEM-SIZE,
+// DESC:ATTRS, DESC:FLAGS): each other answer is allowed, with no change.
+void allow_leeway(const DescLeeway& lw, Plan& p) {
+  for (uint32_t i = 0; i < lw.n; ++i) {
+    p.hits.pass(lw.alt[i].rule);
+    p.hits.note("%s also allowed (the specification leaves it open)", error_name(lw.alt[i].code));
+    p.error(lw.alt[i].rule, lw.alt[i].code);
+  }
+}
+
 // A descriptor fault (DESC:*): INVALID_PARAMETERS; an overlap may be DENIED.
 void fail_descriptor(DescError e, RangeGuard& g) {
   if (e == DescError::kOk) return;
@@ -111,10 +122,15 @@ void take_ranges(const World& w, std::span<const uint8_t> buf, uint64_t off, uin
     read_constituent(buf, off + uint64_t{i} * kConstituentSize, &c);
     DescError e = constituent_error(c);
     if (e == DescError::kPageCount && relay_empty && g.plan) {
-      g.hits.pass(kFfaDescPageCount);
-      g.hits.note("constituent %u (%#llx) of 0 pages in a first fragment: refused or relayed", list.size(),
-                  static_cast<unsigned long long>(c.address));
-      g.plan->error(kFfaDescPageCount, kInvalidParameters);
+      // One refusal to allow, however many such constituents there are (a
+      // plan lists kMaxAlts outcomes: more would crowd out the relay's).
+      if (!g.empty_relayed) {
+        g.hits.pass(kFfaDescPageCount);
+        g.hits.note("constituent %u (%#llx) of 0 pages in a first fragment: refused or relayed", list.size(),
+                    static_cast<unsigned long long>(c.address));
+        g.plan->error(kFfaDescPageCount, kInvalidParameters);
+        g.empty_relayed = true;
+      }
       continue;
     }
     if (e == DescError::kOk && list.overlaps(c)) e = DescError::kOverlap;
@@ -158,9 +174,9 @@ bool el3_lied(Fault before, const Plan& p) { return before != Fault::kNone && p.
 // A whole descriptor: what the SPMC would say and what pKVM checks itself,
 // then the relay (PKVM:SHARE, PKVM:LEND, PKVM:ATOMIC).
 void send_whole(const World& w, const CallArgs& a, MemKind kind, std::span<const uint8_t> desc, const MemRegion& r,
-                Plan& p) {
+                DescLeeway& lw, Plan& p) {
   Hits spmc_hits;
-  const int32_t spmc_err = w.spmc.check_send(kind, desc, &spmc_hits);
+  const int32_t spmc_err = w.spmc.check_send(kind, desc, &spmc_hits, &lw);
   for (uint32_t i = 0; i < spmc_hits.size(); ++i) p.hits.add(spmc_hits[i].rule, spmc_hits[i].forbidden);
   RangeList list{nullptr, 0, p.ranges, 0};
   RangeGuard g{p.hits, &p};
@@ -170,6 +186,7 @@ void send_whole(const World& w, const CallArgs& a, MemKind kind, std::span<const
     p.hits.note("SPMC: %s", spmc_hits.text());
     p.fail(rule, {spmc_err});
   }
+  allow_leeway(lw, p);
   if (p.failed) return;
   const uint32_t total = a.w1(), frag = a.w2();
   uint64_t out[kNumRegs];
@@ -194,21 +211,26 @@ void send_whole(const World& w, const CallArgs& a, MemKind kind, std::span<const
   p.set_ranges(list.added, list.n_added, PageView::kSharedFfa);
   p.success(send_ok_rule(kind), kX0 | kX2 | kX3, out[2], out[3]);
   if (kind == MemKind::kLend) p.hits.pass(kFfaProxyShareOk);
+  // DESC:EP-MEM-SIZE: endpoint descriptors of an earlier compatible version
+  // (16 bytes from a v1.2 caller) are taken: evaluated on its allowed side.
+  if (r.layout != Layout::kV10 && r.ep_mem_size < emad_size(r.layout)) p.hits.pass(kFfaDescEpMemSize);
 }
 
 // The first of several fragments (MEM:FRAGMENT): the header and endpoint
 // array are all here (DESC:HEADER), and whole constituents only.
 void send_first_fragment(const World& w, const CallArgs& a, MemKind kind, std::span<const uint8_t> frag_bytes,
-                         const MemRegion& r, Plan& p) {
+                         const MemRegion& r, DescLeeway& lw, Plan& p) {
   // A Relayer may already refuse what the header breaks, or relay and let the
-  // SPMC refuse the whole descriptor at the last fragment.
-  const DescError early = check_semantics(r, kind, kHostId, known_receiver, &w.spmc.config());
+  // SPMC refuse the whole descriptor at the last fragment; so too what the
+  // header leaves it free to refuse (DescLeeway).
+  const DescError early = check_semantics(r, kind, kHostId, known_receiver, &w.spmc.config(), &lw);
   if (early != DescError::kOk) {
     p.hits.add(desc_error_rule(early), true);
     p.hits.note("first fragment: %s", desc_error_name(early));
     p.error(desc_error_rule(early), kInvalidParameters);
     if (early == DescError::kSender) p.error(kFfaDescSender, kDenied);
   }
+  allow_leeway(lw, p);
   const uint32_t total = a.w1(), frag = a.w2();
   const uint64_t here = frag > r.ranges_off ? frag - r.ranges_off : 0;
   if (here % kConstituentSize) {
@@ -418,26 +440,16 @@ void expect_mem_send(const World& w, const CallArgs& a, MemKind kind, Plan& p) {
   p.hits.pass(kFfaDescLayout);
   MemRegion r;
   RangeGuard g{p.hits, &p};
-  fail_descriptor(parse_region(desc, total, layout_for(w.proxy.host_version), &r), g);
+  DescLeeway lw;
+  fail_descriptor(parse_region(desc, total, layout_for(w.proxy.host_version), &r, /*transmission=*/true,
+                               /*lenient=*/false, &lw),
+                  g);
   if (p.failed) return;
   // DESC:SENDER: INVALID_PARAMETERS (pKVM's reading) or DENIED (Hafnium's);
   // the verdict's "gave" says which one the target chose.
   if (r.sender != kHostId) {
     p.hits.broke(kFfaDescSender, "sender %#x: INVALID_PARAMETERS or DENIED", r.sender);
     p.fail(kFfaDescSender, {kInvalidParameters, kDenied});
-  }
-  // Where the spec leaves a Relayer free to refuse (DESC:FLAGS time slicing,
-  // DESC:COMPOSITE an offset that is 8 but not 16-byte aligned), refusing with
-  // INVALID_PARAMETERS and no change is allowed besides going on.
-  if (r.flags & kFlagTimeSlice) {
-    p.hits.pass(kFfaDescFlags);
-    p.hits.note("time-slicing flag: relayed or refused");
-    p.error(kFfaDescFlags, kInvalidParameters);
-  }
-  if (r.composite_off % kCompositeAlignStrict != 0) {
-    p.hits.pass(kFfaDescCompositeOffset);
-    p.hits.note("composite offset %u not 16-byte aligned: relayed or refused", r.composite_off);
-    p.error(kFfaDescCompositeOffset, kInvalidParameters);
   }
   // DESC:EP-COUNT: a Relayer may support a single borrower; refusing more is
   // allowed, with no change.
@@ -446,9 +458,9 @@ void expect_mem_send(const World& w, const CallArgs& a, MemKind kind, Plan& p) {
     p.error(kFfaDescEpCount, kInvalidParameters);
   }
   if (frag == total)
-    send_whole(w, a, kind, desc, r, p);
+    send_whole(w, a, kind, desc, r, lw, p);
   else
-    send_first_fragment(w, a, kind, desc, r, p);
+    send_first_fragment(w, a, kind, desc, r, lw, p);
 }
 
 void expect_mem_frag_tx(const World& w, const CallArgs& a, Plan& p) {

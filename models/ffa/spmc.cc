@@ -172,6 +172,7 @@ void SpmcAnswer::reset(const SpmcSession& s) {
   lie = Fault::kNone;
   lie_value = 0;
   rx_chunk = rx_partitions = false;
+  leeway.clear();
 }
 
 // One SMC being answered: its arguments, the TX bytes it may read, the answer
@@ -307,11 +308,12 @@ void Spmc::new_transaction(Reply& r, int32_t slot, MemKind kind, uint32_t total_
   r.ans.tx.total_len = total_len;
 }
 
-DescError Spmc::parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h) const {
-  const DescError e = parse_region(frag, total, l, r);
+DescError Spmc::parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h,
+                            DescLeeway* leeway) const {
+  const DescError e = parse_region(frag, total, l, r, /*transmission=*/true, /*lenient=*/false, leeway);
   if (!permissive_ || (e != DescError::kEpCount && e != DescError::kEpMemOffset)) return e;
   // PROFILE:PERMISSIVE-EL3: an endpoint count of 0, an endpoint array inside the header.
-  const DescError lax = parse_region(frag, total, l, r, /*transmission=*/true, /*lenient=*/true);
+  const DescError lax = parse_region(frag, total, l, r, /*transmission=*/true, /*lenient=*/true, leeway);
   if (lax != e && h) h->pass(kFfaProfilePermissiveEl3);
   return lax;
 }
@@ -348,13 +350,13 @@ void Spmc::record(Transaction& t, std::span<const uint8_t> desc, Layout l) const
   t.received = t.total_len;
 }
 
-int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits) const {
+int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits, DescLeeway* leeway) const {
   Hits scratch;
   Hits& h = hits ? *hits : scratch;
   const Layout l = layout_for(session_.ns_version);
   h.pass(kFfaDescLayout);
   MemRegion r;
-  DescError e = parse_sent(desc, static_cast<uint32_t>(desc.size()), l, &r, &h);
+  DescError e = parse_sent(desc, static_cast<uint32_t>(desc.size()), l, &r, &h, leeway);
   // PROFILE:PERMISSIVE-EL3: any sender is taken for the caller.
   const bool any_sender = permissive_ && e == DescError::kOk && r.sender != kHostId;
   if (any_sender) h.pass(kFfaProfilePermissiveEl3);
@@ -363,7 +365,7 @@ int32_t Spmc::check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits
   if (ns_sender) h.pass(kFfaSpmcNsTrust);
   if (e == DescError::kOk) e = check_semantics(r, kind, any_sender || ns_sender ? r.sender : kHostId, [](uint16_t id, const void* ctx) {
         return static_cast<const Spmc*>(ctx)->known_sp(id);
-      }, this);
+      }, this, leeway);
   // A donation has exactly one receiver (ours: Table 10.20 note).
   if (e == DescError::kOk && kind == MemKind::kDonate && r.ep_count != 1) e = DescError::kReceiver;
   ConstituentScratch range_scratch;
@@ -678,11 +680,17 @@ void Spmc::start_send(MemKind kind, uint32_t total, std::span<const uint8_t> fra
   Hits& h = r.h;
   SpmcSession& s = r.s();
   MemRegion m;
-  const DescError e = parse_sent(frag, total, layout_for(s.ns_version), &m, &h);
+  const DescError e = parse_sent(frag, total, layout_for(s.ns_version), &m, &h, &r.ans.leeway);
   if (e != DescError::kOk) {
     h.broke(desc_error_rule(e), "first fragment: %s", desc_error_name(e));
     return r.error(kInvalidParameters);
   }
+  // What a valid header leaves an SPMC free to refuse (DescLeeway) it may
+  // refuse already here: the header and endpoint array are whole (DESC:HEADER).
+  DescLeeway header;
+  if (check_semantics(m, kind, m.sender, [](uint16_t, const void*) { return true; }, nullptr, &header) ==
+      DescError::kOk)
+    r.ans.leeway.merge(header);
   const int32_t slot = free_slot();
   if (slot < 0) {
     h.broke(kFfaSpmcHandleAlloc, "transaction table full");
@@ -734,7 +742,7 @@ void Spmc::mem_send(MemKind kind, Reply& r) const {
   r.ans.send_len = s.sending ? 0 : frag;
   const std::span<const uint8_t> desc = r.tx.first(frag);
   if (frag < total) return start_send(kind, total, desc, r);
-  const int32_t err = check_send(kind, desc, &h);
+  const int32_t err = check_send(kind, desc, &h, &r.ans.leeway);
   if (err) return r.error(err);
   const int32_t slot = free_slot();
   if (slot < 0) {
@@ -786,7 +794,7 @@ void Spmc::frag_tx(Reply& r) const {
   std::memcpy(whole, buf_, t->received);
   std::memcpy(whole + t->received, r.tx.data(), frag);
   const std::span<const uint8_t> desc(whole, t->total_len);
-  if (const int32_t err = check_send(t->kind, desc, &h)) {
+  if (const int32_t err = check_send(t->kind, desc, &h, &r.ans.leeway)) {
     r.ans.tx.live = false;
     return r.error(err);
   }

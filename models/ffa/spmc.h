@@ -202,6 +202,10 @@ struct SpmcAnswer {
   bool rx_partitions = false;
   uint32_t n_partitions = 0, partition_size = 0;
   uint16_t partitions[kMaxSps] = {};
+  // A send's descriptor: what else an SPMC may answer where the
+  // specification leaves it a choice (DescLeeway; SPEC.md DESC:EP-MEM-SIZE,
+  // DESC:ATTRS, DESC:FLAGS). The answer itself is this model's choice.
+  DescLeeway leeway;
 
   void reset(const SpmcSession& s);
 };
@@ -264,8 +268,9 @@ class Spmc {
   bool permissive() const { return permissive_; }
 
   // The FF-A error a complete send descriptor would get (0 if none), without
-  // changing anything. desc is the whole descriptor.
-  int32_t check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits) const;
+  // changing anything. desc is the whole descriptor. leeway (if given) gets
+  // the other answers the specification allows (DescLeeway).
+  int32_t check_send(MemKind kind, std::span<const uint8_t> desc, Hits* hits, DescLeeway* leeway = nullptr) const;
   // The retrieve response describing t's pages not yet reclaimed (in layout
   // l; constituent 0 at bogus_address if bogus; one field a lie if lie is a
   // kResp* fault) written into out; its length.
@@ -305,7 +310,8 @@ class Spmc {
   void record(Transaction& t, std::span<const uint8_t> desc, Layout l) const;
   // parse_region of a sent descriptor, lenient when permissive_ (and then a
   // pass of PROFILE:PERMISSIVE-EL3 into h if the lenient reading changed the answer).
-  DescError parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h) const;
+  DescError parse_sent(std::span<const uint8_t> frag, uint32_t total, Layout l, MemRegion* r, Hits* h,
+                       DescLeeway* leeway = nullptr) const;
 
   void version(Reply& r) const;
   void features(Reply& r) const;

@@ -245,6 +245,18 @@ class SpmcModel final : public Model {
       e.regs[2] = static_cast<uint32_t>(code);
       out.allowed.push_back(e);
     }
+    // Where the specification leaves an SPMC a choice the model does not take
+    // (DescLeeway: DESC:EP-MEM-SIZE, DESC:ATTRS, DESC:FLAGS), the other answers.
+    for (uint32_t k = 0; k < ans_->leeway.n; ++k) {
+      const DescLeeway::Alt& l = ans_->leeway.alt[k];
+      if (is_error(r) && error_code(r) == l.code) continue;
+      Allowed e = Allowed::ok(l.rule, 0);
+      e.regs_mask = kX0 | kX2;
+      e.regs[0] = kFnError;
+      e.regs[2] = static_cast<uint32_t>(l.code);
+      out.allowed.push_back(e);
+      out.hits.push_back({l.rule, false});
+    }
     // SPMC:RECLAIM: the time-slicing flag may be honoured or refused.
     if ((fid & ~kSmc64Bit) == kFnMemReclaim && is_success(r) && (static_cast<uint32_t>(in[3]) & kReclaimTimeSlice)) {
       Allowed e = Allowed::ok(kFfaSpmcReclaimFlags, 0);

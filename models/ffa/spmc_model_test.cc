@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,6 +152,69 @@ TEST(SpmcModel, NsTrustNeverCoversASecureSender) {
   const Expectation e =
       last(*m, parse("tx_mem_desc layout=V1_1 sender=0x8001 ranges=hex:000002800000000001000000\nmem_share\n"));
   for (const Allowed& a : e.allowed) EXPECT_EQ(a.regs[0], kFnError) << to_string(a);
+}
+
+// What the references leave an SPMC to choose (DescLeeway, issue 38): the
+// time-slicing flag of a share or a lend may be refused with
+// INVALID_PARAMETERS, the table as it was; Normal non-cacheable memory may
+// be refused with INVALID_PARAMETERS or DENIED; device memory is refused
+// with either code, never taken; a later version's endpoint descriptor size
+// may be refused; v1.1's 16-byte entries from a v1.2 caller must be taken.
+TEST(SpmcModel, TheChoicesTheReferencesDifferOnAreAdmitted) {
+  auto codes = [](const Expectation& e, bool* success) {
+    std::vector<int32_t> v;
+    *success = false;
+    for (const Allowed& a : e.allowed) {
+      if (a.regs[0] == kFnError) v.push_back(static_cast<int32_t>(a.regs[2]));
+      *success |= a.regs[0] == kFnSuccess32;
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  struct Case {
+    const char* body;
+    bool success;
+    std::vector<int32_t> refused;
+  } cases[] = {
+      {"tx_mem_desc layout=V1_1 flags=TIME_SLICE ranges=hex:000002800000000001000000\nmem_share\n", true,
+       {kInvalidParameters}},
+      {"tx_mem_desc layout=V1_1 attrs=UNSPECIFIED flags=TIME_SLICE ranges=hex:000002800000000001000000\nmem_lend\n",
+       true, {kInvalidParameters}},
+      {"tx_mem_desc layout=V1_1 attrs=NORMAL_NC_INNER ranges=hex:000002800000000001000000\nmem_share\n", true,
+       {kDenied, kInvalidParameters}},
+      {"tx_mem_desc layout=V1_1 attrs=DEVICE ranges=hex:000002800000000001000000\nmem_share\n", false,
+       {kDenied, kInvalidParameters}},
+      {"tx_mem_desc layout=V1_1 ep_mem_size=32 ranges=hex:000002800000000001000000\nmem_share\n", true,
+       {kInvalidParameters}},
+      {"tx_mem_desc layout=V1_1 ranges=hex:000002800000000001000000\nmem_share\n", true, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    auto m = make_spmc_model(layout());
+    bool success = false;
+    const Expectation e = last(*m, parse(c.body));
+    EXPECT_EQ(codes(e, &success), c.refused);
+    EXPECT_EQ(success, c.success);
+    // A refusal the model allows where it would succeed leaves the table as
+    // it was, not as the success leaves it.
+    for (const Allowed& ok : e.allowed)
+      if (ok.regs[0] == kFnSuccess32)
+        for (const Allowed& a : e.allowed)
+          if (a.regs[0] == kFnError) EXPECT_NE(a.state, ok.state) << to_string(a);
+  }
+  // v1.2: a 16-byte (v1.1) endpoint descriptor is taken, not refused.
+  auto m = make_spmc_model(layout());
+  std::vector<Scenario> out;
+  std::string err;
+  ASSERT_TRUE(parse_text("kconform-scenario 1\nabi ffa\nname t\nversion version=V1_2\n"
+                         "rxtx_map tx=0x80000000 rx=0x80001000 pages=1\n"
+                         "tx_mem_desc layout=V1_2 ep_mem_size=16 ranges=hex:000002800000000001000000\nmem_share\n",
+                         "test", &out, &err))
+      << err;
+  bool success = false;
+  const Expectation e = last(*m, out[0]);
+  EXPECT_TRUE(codes(e, &success).empty());
+  EXPECT_TRUE(success);
 }
 
 // SMC_UNK for a function ID that is not FF-A's (BL31 answers it).

@@ -133,6 +133,13 @@ MUTANTS: list[tuple[str, str, str, str, str]] = [
      "FFA_MEM_RECLAIM: the hypervisor's RX is not released after the first chunk of the retrieve response",
      "\tmemcpy(buf, hyp_buffers.rx, fraglen);\n\tffa_rx_release(res);\n",
      "\tmemcpy(buf, hyp_buffers.rx, fraglen);\n\n"),
+    ("26-send-emad-size-exact", "send",
+     "FFA_MEM_SHARE/LEND interoperability: an endpoint memory access descriptor size other than the negotiated "
+     "version's is refused, so a v1.2 host's v1.1-sized (16-byte) descriptor is too (the model's reading before "
+     "issue 38: too strict)",
+     "\tif (!offset || buf->ep_count != 1 || buf->sender_id != HOST_FFA_ID) {\n",
+     "\tif (!offset || buf->ep_count != 1 || buf->sender_id != HOST_FFA_ID || "
+     "(FFA_MEM_REGION_HAS_EP_MEM_OFFSET(hyp_ffa_version) && buf->ep_mem_size != ffa_emad_size_get(hyp_ffa_version))) {\n"),
 ]
 
 

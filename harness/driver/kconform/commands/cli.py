@@ -45,11 +45,21 @@ folder keeps what it had, marked by a file INCOMPLETE ("status": "interrupted";
 
 RUN_EPILOG = """\
 examples:
-  ./kconform run                         the directed suite on every available target
+  ./kconform run                         the default targets, their ABIs' corpora (directed + Z3)
+  ./kconform run --target el2 --tree ~/linux --apply my.patch
+                                         your tree's ffa.c, with a patch, at 4K and 16K
+  ./kconform run --target qemu --build --tree ~/linux
+                                         a kernel built from your tree, booted in QEMU
   ./kconform run --format ktap           KTAP on stdout (kernel CI)
   ./kconform run corpora/gmem/write.kcs  one file
+  ./kconform run -v                      also every per-rule table and baselined finding
   ./kconform run --fault wrong-errno:write
                                          self-test: a target that lies must be caught
+
+output (--format table, the default): one line per target run; per ABI the rules
+exercised; every new finding in full with its reproducer and re-run command;
+baselined findings one line per rule with a count (--show-baselined: in full);
+what was not tested and why; the verdict last. Lines are never wrapped.
 
 --fault KIND:OP[:NTH] (targets host and el2): the target lies about OP's results
 (targets/faulty/faulty_target.h lists the kinds and the ops each applies to; one
@@ -69,16 +79,26 @@ INCOMPLETE with what it had, exit 130, 143 or 129 (128 + the signal).
 
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run scenarios on targets and judge them against the models",
-                       description="Run scenarios on every available target (or those given with "
-                                   "--target), judge each op against the reference model, apply the "
-                                   "baseline of known findings and write a report folder.",
+                       description="Run scenarios on the default targets (or those given with --target), judge\n"
+                                   "each op against the reference model, apply the baseline of known findings and\n"
+                                   "write a report folder (report.html, .json, .ktap, .junit.xml, the findings'\n"
+                                   "reproducers). Without --target:\n"
+                                   "  host  the running kernel's guest_memfd; where it has none (or there is no\n"
+                                   "        /dev/kvm), guest_memfd runs in QEMU on Debian's 7.3 kernel (TCG)\n"
+                                   "        instead, and the output says so\n"
+                                   "  el2   pKVM's ffa.c of Debian 7.3 (or --tree, --apply) at 4K and 16K\n"
+                                   "  spmc  TF-A's EL3 SPMC (Debian's 2.12.1) at 4K and 16K\n"
+                                   "A default target that cannot run is named under 'not tested' (with --strict\n"
+                                   "or KCONFORM_CI=1: exit 2).",
                        epilog=RUN_EPILOG + INTERRUPTED_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenarios", nargs="*",
-                   help="scenario files or folders (default: corpora/gmem)")
+                   help="scenario files or folders (default: each target's ABI's corpora, corpora/<abi> and "
+                        "corpora/z3/<abi>: gmem for host and qemu, ffa for el2, spmc and qemu-arm64)")
     p.add_argument("--target", action="append", metavar="NAME",
                    help="run only this target (repeatable; known: host = the running kernel's "
                         "guest_memfd, el2 = pKVM's ffa.c from a kernel tree compiled for this machine, "
-                        "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; not run by default; "
+                        "qemu = guest_memfd of Debian's 7.3 kernel booted in QEMU; by default only in "
+                        "place of a host without guest_memfd; "
                         "spmc = FF-A straight into a real SPMC compiled for this machine, see --spmc; "
                         "qemu-arm64 = FF-A from the host of Debian's arm64 7.3 kernel through real pKVM and "
                         "TF-A's EL3 SPMC in QEMU, 4K, not run by default)")
@@ -124,8 +144,19 @@ def _add_run(sub) -> None:
                    help="el2, spmc: an op still running after SECONDS is a hang finding (CRASH.HANG) and the run "
                         "resumes with the next scenario (default 5; 0: no watchdog)")
     p.add_argument("--format", choices=("table", "json", "ktap", "junit", "html"), default="table",
-                   help="what to print: a per-rule table (default), a machine-readable report, or the "
-                        "self-contained HTML report (every run also writes report.html to its folder)")
+                   help="what to print: the summary (table, the default: one line per target run, rules "
+                        "exercised per ABI, every new finding in full, baselined findings one line per rule, "
+                        "what was not tested and why; -v adds each run's per-rule table), a machine-readable "
+                        "report, or the self-contained HTML report (every run writes every format to its folder)")
+    p.add_argument("--show-baselined", action="store_true",
+                   help="table: also every baselined finding in full (expected, observed, the baseline's "
+                        "reason, re-run command); without it one line per rule with a count")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="table: each target run's per-rule table and every baselined finding in full")
+    p.add_argument("--strict", action="store_true",
+                   help="a default target that cannot run is an error (exit 2), not a line under 'not "
+                        "tested' (KCONFORM_CI=1 sets it); host without guest_memfd is not one of them when "
+                        "QEMU tests guest_memfd in its place")
     p.add_argument("--output", metavar="FILE", help="write the --format report to FILE instead of stdout")
     p.add_argument("--triage-budget", type=float, metavar="SECONDS",
                    default=float(os.environ.get("KCONFORM_TRIAGE_BUDGET", "30") or 0),
@@ -250,11 +281,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
 
-    p = sub.add_parser("rules", help="list every rule with its ID and citation")
-    p.add_argument("--abi", choices=("gmem",), help="only this ABI's rules")
+    p = sub.add_parser("rules", help="list every rule with its ID and citation",
+                       description="Every rule of the reference models: its ID (stable: findings, the baseline "
+                                   "and reports name rules by it), statement and citation (a clause of "
+                                   "models/<abi>/SPEC.md). --abi ffa or gmem: one ABI's rules only.")
+    p.add_argument("--abi", choices=("ffa", "gmem"), help="only this ABI's rules (ffa: FF-A; gmem: guest_memfd)")
     p.add_argument("--format", choices=("table", "json"), default="table")
 
-    sub.add_parser("doctor", help="compilers, /dev/kvm, capabilities, QEMU, cached kernels: one table")
+    sub.add_parser("doctor", help="compilers, /dev/kvm, capabilities, QEMU, cached kernels: one table",
+                   description="One table of what kconform needs and found: compilers, Debian packages, "
+                               "/dev/kvm and the guest_memfd capabilities the host target probes (without "
+                               "KVM_CAP_GUEST_MEMFD a run without --target tests guest_memfd in QEMU instead), "
+                               "QEMU, the cached kernel trees, kernels and firmware.")
 
     p = sub.add_parser("qemu-arm64", help="the arm64 stack in QEMU (TF-A's EL3 SPMC, pKVM protected mode): "
                                           "boot it once and say whether it came up",
@@ -540,6 +578,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg", help="with --qemu: accelerator (default tcg)")
     _add_bisect_ci(sub)
 
+    p = sub.add_parser("baseline", help="the baseline of known findings: audit what each entry absorbs",
+                       description="audit: per entry of the baseline (ci/known-findings.json), the findings "
+                                   "and distinct scenarios it absorbed in the last run of each target build "
+                                   "(the report folders kconform run wrote, reports/out by default); flags "
+                                   "entries wider than what they absorbed (the narrowest patterns proposed), "
+                                   "never hit in a run that could have hit them, of scenario '*' without "
+                                   "kind limit, and whose reason quotes code (file.c:NNN) the cached trees "
+                                   "do not hold there. Exit 1 on the last two (errors), or with --strict on "
+                                   "any flag; 0 otherwise.")
+    bsub = p.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    c = bsub.add_parser("audit", help="what each entry absorbed, and the entries to narrow, drop or fix")
+    c.add_argument("--report-dir", metavar="DIR", action="append",
+                   help="a report folder of kconform run, or a folder of them (repeatable; default reports/out)")
+    c.add_argument("--baseline", metavar="FILE", help="the baseline (default: ci/known-findings.json)")
+    c.add_argument("--format", choices=("table", "json"), default="table")
+    c.add_argument("--strict", action="store_true",
+                   help="never-hit and wider entries are errors too (exit 1)")
+    c.add_argument("--trees", metavar="DIR",
+                   help="the cached source trees code quotes are checked against (default ~/.cache/kconform/trees)")
+
     p = sub.add_parser("scenario", help="check or convert scenario files",
                        description="check: parse files and report the first malformed one; "
                                    "convert: text to binary (--to binary --out-dir DIR) or back (--to text)")
@@ -573,6 +631,7 @@ COMMANDS = {
     "bisect": ("kconform.commands.bisect", "cmd_bisect"),
     "ci": ("kconform.commands.ci", "cmd_ci"),
     "qemu-arm64": ("kconform.commands.qemu_arm64", "cmd_qemu_arm64"),
+    "baseline": ("kconform.commands.baseline", "cmd_baseline"),
 }
 
 
@@ -707,6 +766,8 @@ def _validate(args) -> None:
         check_output_file(args.output, "--output")
     elif cmd == "gen" and args.out and not args.check:
         check_writable_dir(args.out, "--out")
+    elif cmd == "baseline":
+        _check_baseline(args.baseline or str(DEFAULT_BASELINE), required=True)
     elif cmd == "qemu-arm64" and args.out:
         check_writable_dir(args.out, "--out")
 

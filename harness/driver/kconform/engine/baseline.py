@@ -21,9 +21,36 @@ File format (JSON, ci/known-findings.json by default):
                                      debian-7.3.4-4k+tf-a-2.12.1, matched only by a pattern
                                      with a "+": release_matches)
       "scenario": "gmem/write/*",    optional fnmatch pattern (default "*")
+      "kind": "bug",                 required, one of KINDS (below)
+      "report": "https://...",       optional, the upstream report of a bug (a path or URL)
       "reason": "...",               required, why this is accepted
       "date": "2026-11-30",          required, YYYY-MM-DD of the review
       "reviewer": "..."}]}           optional
+
+An entry's kind says what it accepts:
+  bug         a defect in the code under test (the kernel's ffa.c or guest_memfd; on the
+              spmc target TF-A's or OP-TEE's SPMC); names its upstream report in "report"
+              when one exists
+  deviation   a third-party implementation (TF-A, OP-TEE) differs from the spec, by design
+              or by reading (an error code, a field it does not check)
+  limit       a platform cannot do it (our stand-ins, the model's own bounds, a pair of
+              implementations that cannot work together): the reason says which op every
+              matching scenario hits. Only a limit may have scenario "*" (every scenario of
+              its rule): any other such entry would also accept every future finding of the
+              rule on its target (tests/test_baseline.py fails on one)
+  robustness  only under an injected EL3 fault (el3_misbehave: pKVM trusts the SPMD)
+A missing or unknown kind is an error naming the file, the entry's index and the field
+(exit 2), as for every other field. `kconform run` counts baselined findings by kind
+(report.baselined_by_kind: its last line and report.json's "baselined_by_kind").
+
+`kconform baseline audit` (engine/baseline_audit.py, commands/baseline.py) prints, per
+entry, the findings and distinct scenarios it absorbed in the last run of each target
+build (report folders of `kconform run`) and flags entries wider than what they
+absorbed (with the narrowest patterns that cover it), never hit in a run that could
+have hit them (warnings; errors with --strict), of scenario "*" without kind limit, and
+whose reason quotes code (file.c:NNN or :NNN-MMM) the cached trees do not hold there
+(errors: exit 1). The whole-corpus spmc and el2 --el3 tf-a tests run it on their own
+report folders (tests/test_e2e_spmc.py, tests/test_e2e_el2_tfa.py).
 """
 
 from __future__ import annotations
@@ -36,11 +63,13 @@ from pathlib import Path
 
 from kconform.core.errors import ToolError
 
-REQUIRED = ("rule", "target", "release", "reason", "date")
+REQUIRED = ("rule", "target", "release", "kind", "reason", "date")
+# What an entry accepts (the "kind" field): see the module's docstring.
+KINDS = ("bug", "deviation", "limit", "robustness")
 # Findings that are not rule violations: the code under test crashed
 # (CRASH.SANITIZER, CRASH.SIGNAL), hung (CRASH.HANG) or a booted kernel did (QEMU.PANIC, ...).
 CRASH_PREFIXES = ("CRASH.", "QEMU.")
-KNOWN = set(REQUIRED) | {"scenario", "reviewer"}
+KNOWN = set(REQUIRED) | {"scenario", "reviewer", "report"}
 
 
 def load(path: Path, known_rules: set[str] | None = None) -> list[dict]:
@@ -61,7 +90,12 @@ def load(path: Path, known_rules: set[str] | None = None) -> list[dict]:
             raise ToolError(f"{where}: expected an object")
         for field in REQUIRED:
             if not isinstance(e.get(field), str) or not e[field].strip():
-                raise ToolError(f"{where}: field '{field}': required, a non-empty string")
+                what = f"one of {', '.join(KINDS)}" if field == "kind" else "a non-empty string"
+                raise ToolError(f"{where}: field '{field}': required, {what}")
+        if e["kind"] not in KINDS:
+            raise ToolError(f"{where}: field 'kind': '{e['kind']}' is not one of {', '.join(KINDS)}")
+        if "report" in e and (not isinstance(e["report"], str) or not e["report"].strip()):
+            raise ToolError(f"{where}: field 'report': a non-empty string (a path or URL), when given")
         for field in e:
             if field not in KNOWN:
                 raise ToolError(f"{where}: field '{field}': unknown (known: {', '.join(sorted(KNOWN))})")

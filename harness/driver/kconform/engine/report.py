@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape as markup_escape
 from rich.table import Table
 
-from kconform.engine.baseline import covers
+from kconform.engine.baseline import KINDS, covers
 from kconform.engine.verdicts import CLASSES, RuleTally
 
 SECTION_TITLES = {
@@ -41,6 +41,24 @@ SECTION_TITLES = {
 def new_findings(runs) -> list:
     """The findings no baseline entry accepts: they fail the run."""
     return [f for r in runs for f in r.findings if not f.baselined_by]
+
+
+def baselined_by_kind(runs) -> dict[str, int]:
+    """How many findings the baseline accepted, by the accepting entry's kind
+    (engine/baseline.py: bug, deviation, limit, robustness), most first."""
+    counts: dict[str, int] = {}
+    for f in (f for r in runs for f in r.findings if f.baselined_by):
+        kind = f.baselined_by.get("kind") or "unclassified"
+        counts[kind] = counts.get(kind, 0) + 1
+    order = {k: i for i, k in enumerate(KINDS)}
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order)))))
+
+
+def baselined_summary(runs) -> str:
+    """"322 baselined: 200 deviation, 100 bug, 22 limit" (or "0 baselined")."""
+    kinds = baselined_by_kind(runs)
+    total = sum(kinds.values())
+    return f"{total} baselined" + (": " + ", ".join(f"{n} {k}" for k, n in kinds.items()) if total else "")
 
 
 def rule_status(t, findings_for_rule) -> str:
@@ -132,7 +150,8 @@ def finding_lines(f) -> list[str]:
     if f.note:
         out.append(f"note:     {f.note}")
     if f.baselined_by:
-        out.append(f"accepted: {f.baselined_by['reason']} ({f.baselined_by['date']})")
+        kind = f"[{f.baselined_by['kind']}] " if f.baselined_by.get("kind") else ""
+        out.append(f"accepted: {kind}{f.baselined_by['reason']} ({f.baselined_by['date']})")
     if f.saved:
         out.append(f"scenario: {f.saved}")
     if f.minimised:
@@ -189,7 +208,9 @@ def print_table(console: Console, run, rules: list[dict], stale: list[dict] | No
 
 
 def to_json(runs, rules, stale, exit_code: int) -> str:
+    kinds = baselined_by_kind(runs)
     doc = {"format": 1, "exit": exit_code, "new_findings": len(new_findings(runs)),
+           "baselined": sum(kinds.values()), "baselined_by_kind": kinds,
            "stale_baseline": stale, "runs": []}
     for run in runs:
         doc["runs"].append({
@@ -197,7 +218,10 @@ def to_json(runs, rules, stale, exit_code: int) -> str:
             "rules": per_rule(run, rules),
             "unsupported": unsupported_rows(run),
             "findings": [finding_dict(f) for _, fs in by_class(run.findings) for f in fs],
-            "classes": {c: sum(f.finding_class == c for f in run.findings) for c in CLASSES}})
+            "baselined_by_kind": baselined_by_kind([run]),
+            "classes": {c: sum(f.finding_class == c for f in run.findings) for c in CLASSES},
+            # the scenarios that ran (what `baseline audit` matches entries against: baseline.covers)
+            "ran": sorted(set(run.ran) | {f.scenario for f in run.findings})})
     return json.dumps(doc, indent=2)
 
 
