@@ -436,6 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "  ffa   (family stock) each single-line mutant of stock 7.3 ffa.c in\n"
                                    "        targets/el2/stock-mutants runs the directed and Z3 FF-A corpora at\n"
                                    "        4K and 16K; killed by a finding the stock tree does not have.\n"
+                                   "  ffa   (family generated, only when named) every condition and bound\n"
+                                   "        check of --tree's ffa.c mutated from its AST (negated, a clause\n"
+                                   "        dropped, a bound moved, an exit or error dropped, an error code\n"
+                                   "        swapped), judged like stock; survivors reviewed in\n"
+                                   "        targets/el2/generated-mutants/survivors.json; prints the score.\n"
                                    "  gmem  Debian's 7.3 kernel reports the base profile, the reference write()\n"
                                    "        patch built into a kernel passes every write rule; each mutant in\n"
                                    "        targets/qemu/write/mutants is built, booted in QEMU and runs the\n"
@@ -454,6 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  ./kconform selftest mutants                  both ABIs, both ffa families (~16 min warm)\n"
                               "  ./kconform selftest mutants --abi ffa --family reclaim2 --only 09,21\n"
                               "  ./kconform selftest mutants --abi ffa --family stock\n"
+                              "  ./kconform selftest mutants --abi ffa --family generated --tree debian:6.12 --jobs 2\n"
+                              "  ./kconform selftest mutants --abi ffa --family generated --only 'do_ffa_version.*'\n"
                               "  ./kconform selftest mutants --abi gmem --only 04\n"
                               "  ./kconform selftest faults                   host and el2 (~1-2 min)\n"
                               "  ./kconform selftest faults --target el2 --only wrong-reg:version,fail:mem_share\n"
@@ -468,10 +475,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--abi", choices=("ffa", "gmem", "all"), default="all",
                    help="mutants: whose mutants (ffa: RECLAIM2 at EL2; gmem: guest_memfd write() in QEMU; "
                         "default all)")
-    p.add_argument("--family", choices=("reclaim2", "stock", "write", "all"), default="all",
+    p.add_argument("--family", choices=("reclaim2", "stock", "generated", "write", "all"), default="all",
                    help="mutants: which family of the ABI's mutants (ffa: reclaim2, our RECLAIM2 patch's, and "
                         "stock, single-line mutants of stock 7.3 ffa.c in targets/el2/stock-mutants; "
-                        "gmem: write; default all)")
+                        "generated, every condition and bound check of a tree's ffa.c mutated by libclang "
+                        "(targets/el2/generated-mutants), run only when named; gmem: write; default all)")
+    p.add_argument("--tree", metavar="SPEC|PATH",
+                   help="mutants --family generated: the kernel tree whose ffa.c is mutated (debian:7.3, the "
+                        "default, debian:7.2, debian:6.12, or a path)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="mutants --family generated: mutants run side by side (builds take turns; "
+                        "default min(2, CPUs))")
     p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], metavar="NN,NN",
                    help="mutants: only these mutants (numbers or names; with --abi ffa or gmem); "
                         "faults: only these faults (KIND:OP or KIND:OP:NTH, comma-separated)")

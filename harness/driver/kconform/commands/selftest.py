@@ -16,18 +16,23 @@ from rich.table import Table
 from kconform.core.errors import EXIT_CLEAN, EXIT_TOOL_ERROR, ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import new_report_dir, reports_dir
-from kconform.selftest import cost, faults, reclaim2, stock, write
+from kconform.selftest import cost, faults, generated, reclaim2, stock, write
 from kconform.selftest.mutants import ABIS, MATRIX_FORMAT, exit_code, print_matrix
 
 # Matrix key -> (ABI, family, builder). An ABI's families run in this order; the key
 # names the matrix in kill-matrix.json ("ffa" stays the RECLAIM2 family's).
 MATRICES = {"ffa": ("ffa", "reclaim2", reclaim2.matrix),
             "ffa-stock": ("ffa", "stock", stock.matrix),
+            "ffa-generated": ("ffa", "generated", generated.matrix),
             "gmem": ("gmem", "write", write.matrix)}
-FAMILIES = {"ffa": ("reclaim2", "stock"), "gmem": ("write",)}
+FAMILIES = {"ffa": ("reclaim2", "stock", "generated"), "gmem": ("write",)}
+# run only when named with --family (hundreds of mutants: the nightly run's, or a user's --tree)
+OPT_IN = {"generated"}
 TITLES = {"ffa": "RECLAIM2 kill matrix (EL2 proxy, in-process)",
           "ffa-stock": "stock ffa.c kill matrix (single-line mutants of Debian 7.3, EL2 in-process)",
+          "ffa-generated": "generated ffa.c kill matrix (every condition and bound check mutated, EL2 in-process)",
           "gmem": "guest_memfd write() kill matrix (inside QEMU)"}
+PRINTERS = {"ffa-generated": generated.print_matrix}
 
 
 def cmd_selftest(args, console: Console) -> int:
@@ -45,7 +50,11 @@ def cmd_selftest(args, console: Console) -> int:
     if family != "all" and any(family not in FAMILIES[a] for a in abis):
         raise ToolError(f"flag --family: {family} is not a family of "
                         + ", ".join(f"--abi {a} ({', '.join(FAMILIES[a])})" for a in abis))
-    keys = [k for k, (a, fam, _) in MATRICES.items() if a in abis and family in ("all", fam)]
+    if getattr(args, "tree", None) and family != "generated":
+        raise ToolError("flag --tree: only with --family generated (the other families are mutants of "
+                        "debian:7.3 and of our patch to it)")
+    keys = [k for k, (a, fam, _) in MATRICES.items()
+            if a in abis and (fam == family or (family == "all" and fam not in OPT_IN))]
     if args.only and len(keys) > 1:
         raise ToolError("flag --only: mutant numbers repeat across the ffa families; "
                         "give --family reclaim2 or --family stock too")
@@ -59,7 +68,7 @@ def cmd_selftest(args, console: Console) -> int:
             {"format": MATRIX_FORMAT, "abis": matrices}, indent=2) + "\n")
         if args.format == "table":
             if all(c["ok"] for c in matrices[abi]["controls"].values()):
-                print_matrix(console, TITLES[abi], matrices[abi])
+                PRINTERS.get(abi, print_matrix)(console, TITLES[abi], matrices[abi])
             for name, c in matrices[abi]["controls"].items():
                 log(f"kconform selftest {abi}: control {name}: {'ok' if c['ok'] else 'FAILED'}: {c['expect']}"
                     + ("" if c["ok"] else f" (got {c.get('got', '')})"))
@@ -69,6 +78,8 @@ def cmd_selftest(args, console: Console) -> int:
     else:
         summary = "; ".join(f"{a}: {m['killed']}/{m['total']} killed"
                             + (f", {m['waiting']} waiting" if m.get("waiting") else "")
+                            + (f", {m['reviewed']} reviewed survivors (score {m['score']['percent']}%)"
+                               if "reviewed" in m else "")
                             for a, m in matrices.items())
         log(f"kconform selftest: {summary} in {time.monotonic() - t0:.0f} s; "
             f"matrix in {os.path.relpath(out / 'kill-matrix.json')}")

@@ -86,9 +86,11 @@ class StockRun:
 
 
 def run_suite(binary: Path, files: list[str], page_size: int, background: set | None,
-              raw: Path | None = None) -> StockRun:
+              raw: Path | None = None, stop_on_kill: bool = False) -> StockRun:
     """Runs the corpora on one runner. With background (the control's findings), a
     finding not in it is a kill; the first one seen is recorded with its time.
+    stop_on_kill (the generated family, selftest/generated.py): the runner is ended at
+    the first kill, so res holds the findings up to it.
 
     A crash or hang of the code under test is a finding (scenario, op, CRASH.*) like
     a violation, and a fresh runner resumes with the next scenario (`run --from`, as
@@ -129,9 +131,14 @@ def run_suite(binary: Path, files: list[str], page_size: int, background: set | 
                         continue
                     for rule in rec.get("violated", []):
                         found((rec.get("scenario", ""), int(rec.get("op", -1)), rule), "violation")
+                    if stop_on_kill and res.seconds_to_kill is not None:
+                        proc.end(grace=0)
+                        break
                 err = proc.stderr.read()
                 rc = proc.wait()
             errs.append(err)
+            if stop_on_kill and res.seconds_to_kill is not None:
+                break
             if collector.run is not None:
                 res.ops += sum(collector.run.counts.values())
                 if not start:
@@ -141,6 +148,8 @@ def run_suite(binary: Path, files: list[str], page_size: int, background: set | 
                 info = crash or {}
                 rule = CRASH_RULES.get(info.get("kind", "signal"), "CRASH.SIGNAL")
                 found((info.get("scenario", "?"), int(info.get("op", -1)), rule), "CRASH")
+                if stop_on_kill and res.seconds_to_kill is not None:
+                    break
                 at = info.get("at")
                 if isinstance(at, int) and start <= at < res.scenarios - 1:
                     start = at + 1
