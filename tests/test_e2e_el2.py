@@ -97,7 +97,7 @@ def test_a_looping_handler_is_a_hang_finding_and_the_run_goes_on(tmp_path):
 def test_64k_slice_runs_and_large_transactions_reach_every_path(tmp_path):
     """Issue 13: 64K host pages end to end, bounded for CI (the smoke suite and the large
     transactions; the whole corpus at 64K is `./kconform run --target el2 --page-size 64K`,
-    README "Commands"). Every finding reviewed; every large.kcs scenario runs (none
+    docs/commands.md). Every finding reviewed; every large.kcs scenario runs (none
     unsupported) at its page size."""
     paths = [REPO / "corpora" / "ffa" / f for f in ("smoke.kcs", "large.kcs")]
     code, doc = run_json(tmp_path, "--page-size", "64K", *map(str, paths))

@@ -1,5 +1,5 @@
 """`kconform bench`: the suite's benchmarks, medians of repeated runs, as JSON
-(reports/bench/<time>.json) and a Markdown table (the README's "Benchmarks").
+(reports/bench/<time>.json) and a Markdown table (docs/benchmarks.md).
 
 Rows: the EL2 differential (scenario executions per second on one core, plain
 and ASan+UBSan builds: preset asan-opt at -O2 and asan at -O0), the SPMC differential
@@ -90,7 +90,7 @@ def run_benchmarks(reps: int, log, only: list[str] | None = None, mutant_opts: d
         deps.ensure(["bench"], log)
     # The EL2 differential, plain and ASan+UBSan.
     # ASan+UBSan twice: the asan preset (Debug, -O0) and asan-opt (-O2, as fuzzers run).
-    # The directed suite only (as the figures in README.md were measured; with all of
+    # The directed suite only (as the figures in docs/benchmarks.md were measured; with all of
     # UBSan, some Z3 descriptor cases made stock ffa.c's misaligned reads end the
     # process: kernel code now gets the kernel's arm64 UBSan set, targets/el2/README.md).
     el2_builds = (("default", "plain"), ("asan-opt", "ASan+UBSan -O2"), ("asan", "ASan+UBSan"))
@@ -368,7 +368,7 @@ def _fuzz_el2_rows(log, seconds: int = 60, jobs: int = 1, sanitizers: str = "non
 
 
 def ttf_markdown(rows: list[dict]) -> str:
-    """The mutant-ttf rows as the README's table: per mutant, family and start corpus the
+    """The mutant-ttf rows as docs/benchmarks.md's table: per mutant, family and start corpus the
     median seconds over the runs and the runs that found it; then the fractions."""
     per = [r for r in rows if "tries" in r and "family" in r]
     if not per:

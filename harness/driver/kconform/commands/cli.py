@@ -392,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="el2: what answers ffa.c's SMCs (model, the default, or tf-a: TF-A's EL3 SPMC; "
                         "the campaign is reports/fuzz/el2-tfa-<size>)")
     p.add_argument("--page-size", default="4K", metavar="SIZE",
-                   help="el2: host PAGE_SIZE of the build (4K, 16K); spmc: of the scenarios")
+                   help="el2: host PAGE_SIZE of the build (4K, 16K or 64K); spmc: of the scenarios")
     p.add_argument("--time", default="10m", metavar="DURATION", help="how long to fuzz: 30s, 10m, 8h (default 10m)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel fuzzing processes (default 1)")
     p.add_argument("--max-len", type=int, default=8192, metavar="BYTES", help="largest input (default 8192)")
@@ -743,7 +743,7 @@ def _validate(args) -> None:
         args.page_size = _dedup(args.page_size, "--page-size", parse_page_size, "building it")
         if args.output and args.format == "table":
             raise ToolError("flag --output: writes the --format json, ktap or junit report; with --format "
-                            "table (the default) the table goes to the terminal (every format is in the "
+                            "table (the default) the summary goes to the terminal (every format is in the "
                             "report folder)")
         if args.output:
             check_output_file(args.output, "--output")
@@ -793,7 +793,9 @@ def _run(argv: list[str] | None) -> int:
     to_stderr = getattr(args, "format", "table") not in ("table", None)
     console = Console(stderr=to_stderr)
     if not console.is_terminal:
-        console = Console(width=132, stderr=to_stderr)  # logs and CI: never truncate rule IDs
+        # Logs and CI: tables 132 wide (rule IDs never truncated), and no line is ever wrapped,
+        # so a path or a re-run command copied from a log is whole.
+        console = Console(width=132, soft_wrap=True, stderr=to_stderr)
     if not args.command:
         parser.print_help()
         return EXIT_TOOL_ERROR

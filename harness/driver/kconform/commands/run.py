@@ -1,5 +1,8 @@
-"""`kconform run`: scenarios on every available target, judged by the models,
-with the baseline applied and a report written.
+"""`kconform run`: scenarios on the default targets (host, el2, spmc; QEMU in place
+of a host without guest_memfd) or those given, judged by the models, with the
+baseline applied, a report folder written and the summary of engine/summary.py
+printed (what was not tested named, never skipped silently; --strict or
+KCONFORM_CI=1: a default target that cannot run is an error).
 
 Every finding (engine/verdicts.py) gets one reproducer file per distinct
 finding under <report>/findings/ and a re-run command that reproduces it: the
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -24,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kconform.core.errors import EXIT_CLEAN, EXIT_VIOLATIONS, ToolError
 from kconform.core.files import atomic_write
 from kconform.core.paths import REPO, new_report_dir, reports_dir, runner_binary
-from kconform.engine import baseline, report, report_html
+from kconform.engine import baseline, report, report_html, summary
 from kconform.engine.build import build_preset
 from kconform.engine.runner import Engine
 from kconform.engine.scenarios import expand, scenario_abi, scenario_files
@@ -39,6 +43,9 @@ from kconform.targets.qemu_arm64.run import run_target as run_qemu_arm64
 TARGETS = {"host": "gmem", "el2": "ffa", "spmc": "ffa", "qemu": "gmem", "qemu-arm64": "ffa"}
 # Targets a run without --target leaves out (qemu and qemu-arm64 download a kernel and boot it).
 OPT_IN_TARGETS = ("qemu", "qemu-arm64")
+# What each opt-in target tests, for the closing verdict of a run without --target.
+OPT_IN_WHAT = {"qemu": "guest_memfd of Debian's 7.3 kernel in QEMU",
+               "qemu-arm64": "FF-A through real pKVM and TF-A in QEMU"}
 # Targets whose plan boots a machine (no runner probe: the guest reports its identity).
 BOOTED_TARGETS = ("qemu", "qemu-arm64")
 
@@ -154,6 +161,14 @@ class Plan:
     watchdog: float | None = None  # kconform-runner --watchdog (None: the runner's default)
     page_size: int = 4096  # qemu-arm64: the booted kernel's PAGE_SIZE (its Debian flavour)
     kernel: object = None  # qemu-arm64: a Kernel built with --build (None: Debian's)
+
+
+def host_tests_gmem(ident: dict) -> bool:
+    """Whether the host target's probe (its identity record) says this kernel has
+    guest_memfd: without it every guest_memfd scenario is unsupported there, and a
+    run without --target tests guest_memfd in QEMU instead."""
+    caps = ident.get("caps") or {}
+    return bool(caps.get("KVM_CAP_GUEST_MEMFD") or caps.get("vm0.KVM_CAP_GUEST_MEMFD"))
 
 
 def _plan_host(args, log) -> list[Plan]:
@@ -309,7 +324,12 @@ PLANNERS = {"host": _plan_host, "el2": _plan_el2, "spmc": _plan_spmc, "qemu": _p
 
 
 def cmd_run(args, console: Console) -> int:
-    log = lambda msg: console.print(msg, highlight=False, markup=False)  # noqa: E731
+    verbose = bool(getattr(args, "verbose", False))
+
+    def log(msg: str) -> None:
+        # A warm run's cache hits ("tree debian:7.3: ... (cached)") tell nothing new: -v shows them.
+        if verbose or args.format != "table" or not msg.endswith("(cached)"):
+            console.print(msg, highlight=False, markup=False)
     wanted = args.target or [t for t in TARGETS if t not in OPT_IN_TARGETS]
     for t in wanted:
         if t not in TARGETS:
@@ -332,36 +352,62 @@ def cmd_run(args, console: Console) -> int:
                             f"({', '.join(wanted)})")
 
     plans: list[Plan] = []
-    skipped: list[tuple[str, str]] = []
+    not_run: list[summary.NotRun] = []
     explicit = bool(args.target)
+    strict = bool(getattr(args, "strict", False)) or os.environ.get("KCONFORM_CI", "") not in ("", "0")
+    fallback = None  # the qemu plan that tests guest_memfd in place of host
     for t in wanted:
         try:
             new_plans = PLANNERS[t](args, log)
         except ToolError as e:
             if explicit:
                 raise
-            skipped.append((t, str(e).splitlines()[0]))
+            not_run.append(summary.NotRun(t, str(e).splitlines()[0]))
             continue
         for plan in new_plans:
             if plan.target in BOOTED_TARGETS:
                 plans.append(plan)
                 continue
             ident, why = plan.engine.probe(plan.target)
-            if ident:
+            if ident and (explicit or plan.target != "host" or host_tests_gmem(ident)):
                 plans.append(plan)
+                continue
+            if plan.target == "host" and not explicit:
+                # No guest_memfd here (no /dev/kvm, or a kernel without it): QEMU runs it instead.
+                why = why or f"this kernel ({ident.get('release', '?')}) has no KVM_CAP_GUEST_MEMFD"
+                try:
+                    fallback = _plan_qemu(args, log)
+                except ToolError as e:
+                    fallback, why = [], f"{why}; QEMU could not take its place: {str(e).splitlines()[0]}"
+                not_run.append(summary.NotRun("host", why, "guest_memfd ran in QEMU on Debian's 7.3 kernel "
+                                              "instead (TCG; --target qemu)" if fallback else ""))
+                if fallback:
+                    log(f"kconform: host: {why}: guest_memfd runs in QEMU on Debian's 7.3 kernel instead")
+                plans += fallback
             else:
-                skipped.append((plan.label, why))
-    for t, why in skipped:
-        log(f"kconform: target {t} skipped: {why}")
+                not_run.append(summary.NotRun(plan.label, why))
+    if strict and (failed := [n for n in not_run if not n.instead]):
+        raise ToolError("--strict (or KCONFORM_CI=1): a default target could not run: "
+                        + "; ".join(f"{n.target}: {n.why}" for n in failed))
     if not plans:
-        raise ToolError("no target could run: " + "; ".join(f"{t}: {w}" for t, w in skipped))
+        raise ToolError("no target could run: " + "; ".join(f"{n.target}: {n.why}" for n in not_run))
 
     out_dir = new_report_dir(Path(args.report_dir) if args.report_dir else reports_dir())
     runs = []
     for plan in plans:
         raw = out_dir / f"verdicts-{plan.label}.jsonl"
         if plan.target == "qemu":
-            runs.append(run_qemu(plan.engine, plan.files, raw, out_dir, args.kernel, args.accel, log))
+            try:
+                runs.append(run_qemu(plan.engine, plan.files, raw, out_dir, args.kernel, args.accel, log))
+            except ToolError as e:
+                if not fallback or strict:
+                    raise
+                # In place of host: the run goes on without guest_memfd, and says so.
+                for n in not_run:
+                    n.instead = "" if n.target == "host" else n.instead
+                not_run.append(summary.NotRun("qemu", str(e).splitlines()[0] + " (it was to test guest_memfd "
+                                              "in place of host)"))
+                plans = [p for p in plans if p is not plan]
             continue
         if plan.target == "qemu-arm64":
             runs.append(run_qemu_arm64(plan.engine, plan.files, raw, out_dir, log, plan.page_size, plan.kernel))
@@ -393,21 +439,36 @@ def cmd_run(args, console: Console) -> int:
         for f in new:
             if f.saved in minimised:
                 f.minimised = minimised[f.saved]["path"]
-    atomic_write(out_dir / "report.json", report.to_json(runs, rules, stale, code))
+    def to_json() -> str:
+        # What the run wanted and could not run, for CI as for the summary's "not tested".
+        doc = json.loads(report.to_json(runs, rules, stale, code))
+        doc["not_run"] = [dataclasses.asdict(n) for n in not_run]
+        return json.dumps(doc, indent=2)
+
+    atomic_write(out_dir / "report.json", to_json())
     atomic_write(out_dir / "report.ktap", report.to_ktap(runs, rules, stale))
     atomic_write(out_dir / "report.junit.xml", report.to_junit(runs, rules))
     html = report_html.to_html(runs, rules, stale, code, title=out_dir.name, minimised=minimised)
     atomic_write(out_dir / "report.html", html)
-    rendered = {"json": lambda: report.to_json(runs, rules, stale, code),
+    rendered = {"json": to_json,
                 "ktap": lambda: report.to_ktap(runs, rules, stale),
                 "junit": lambda: report.to_junit(runs, rules),
                 "html": lambda: html}
     if args.format == "table":
-        for run in runs:
-            report.print_table(console, run, rules, stale)
-        log(f"kconform: {len(new)} new finding(s), "
-            f"{sum(1 for r in runs for f in r.findings if f.baselined_by)} baselined, "
-            f"{len(stale)} baselined no longer occurring; report in {os.path.relpath(out_dir, Path.cwd())}")
+        out = []
+        if verbose:
+            for run in runs:
+                out += summary.rule_table(run, rules) + [""]
+        abis = [a for a in dict.fromkeys(TARGETS[t] for t in wanted) if scenario_files(args.scenarios, a)]
+        opt_in = [] if explicit else [f"{t} = {OPT_IN_WHAT[t]}" for t in OPT_IN_TARGETS
+                                      if not (t == "qemu" and fallback)]
+        out += summary.lines(runs, rules, stale, not_run=not_run, report_dir=shown_path(out_dir),
+                             show_baselined=verbose or bool(getattr(args, "show_baselined", False)),
+                             abis_wanted=abis, opt_in=opt_in)
+        for line in out:
+            # Never wrapped (a terminal wraps it on screen only): every line, re-run commands
+            # included, copies from a terminal or a log as one line.
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
         text = rendered[args.format]()
         if args.output:

@@ -60,6 +60,10 @@ def ensure_tools(log: Log) -> None:
         raise ToolError(f"{QEMU} not found after installing group 'qemu' (ci/packages.txt)")
 
 
+# Seconds between two progress lines of a running guest when stderr is not a terminal.
+LOG_TICK_EVERY = 30.0
+
+
 def resolve_kernel(kernel_path: str | None, log: Log) -> Kernel:
     if kernel_path:
         return user_kernel(kernel_path)
@@ -110,7 +114,12 @@ def run_guest(engine: Engine, files: list[str], kernel: Kernel, work: Path,
             raise ToolError(f"target qemu: the agent could not decode scenario {rec['s']}: {rec['error']}")
 
     def on_tick(seconds: float, probed: bool) -> None:
-        """A progress line on stderr every few seconds while the guest runs."""
+        """A progress line on stderr every few seconds while the guest runs (in a log,
+        not a terminal, every LOG_TICK_EVERY seconds)."""
+        if not sys.stderr.isatty():
+            if seconds - state.get("logged", 0.0) < LOG_TICK_EVERY:
+                return
+            state["logged"] = seconds
         if not probed:
             what = "booting, no frame from the guest yet"
         else:
