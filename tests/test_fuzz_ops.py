@@ -277,16 +277,15 @@ def processes_of(marker: str) -> list[int]:
 
 @pytest.mark.slow
 def test_sigterm_to_a_real_campaign_leaves_no_process(tmp_path):
-    """`kconform fuzz` with two libFuzzer fork jobs on host, SIGTERM while it fuzzes: exit
-    143, an interrupted summary, and no process of the campaign left."""
+    """`kconform fuzz` with two libFuzzer fork jobs, SIGTERM while it fuzzes: exit 143, an
+    interrupted summary, and no process of the campaign left. On el2 (the real ffa.c), which
+    every machine can run: the process handling is the driver's, whatever the target."""
     from conftest import KCONFORM
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        pytest.skip("no /dev/kvm")
     out = tmp_path / "camp"
-    p = subprocess.Popen([str(KCONFORM), "fuzz", "--engine", "libfuzzer", "--target", "host", "--time", "300s",
+    p = subprocess.Popen([str(KCONFORM), "fuzz", "--engine", "libfuzzer", "--target", "el2", "--time", "300s",
                           "--jobs", "2", "--out", str(out), "-q"], cwd=REPO, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-    marker = f"KCONFORM_FUZZ_FINDINGS={out / 'host' / 'findings'}"
+    marker = f"KCONFORM_FUZZ_FINDINGS={out / 'el2-4k' / 'findings'}"
     deadline = time.monotonic() + 900
     seen: set[int] = set()
     while time.monotonic() < deadline and p.poll() is None:
@@ -306,7 +305,7 @@ def test_sigterm_to_a_real_campaign_leaves_no_process(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes of the campaign left after SIGTERM: {left}"
-    doc = json.loads((out / "host" / "last-run.json").read_text())
+    doc = json.loads((out / "el2-4k" / "last-run.json").read_text())
     assert doc["interrupted"] is True and "sides_reached" in doc
 
 
