@@ -92,11 +92,16 @@ def test_a_kind_that_does_not_apply_to_the_abi_exits_2(tmp_path, target, fault, 
     assert not list(tmp_path.rglob("verdicts-*.jsonl")), "refused before anything ran"
 
 
+@needs_kvm
 def test_the_runner_refuses_it_when_the_target_opens(engine):
+    """The host target must open for the runner to get this far (else it says /dev/kvm)."""
     r = subprocess.run([str(engine.binary), "run", "--target", "host", "--fault", "wrong-state:load",
                         str(REPO / "corpora" / "gmem" / "fault.kcs")], capture_output=True, text=True)
     assert r.returncode == EXIT_TOOL_ERROR and not r.stdout
     assert r.stderr.count("\n") == 1 and "wrong-state does not apply to gmem op 'load'" in r.stderr
+
+
+def test_which_faults_apply_to_which_abi(engine):
     table = faults.applicable(engine)
     assert "wrong-state:load" not in table["gmem"] and "wrong-state:mem_share" in table["ffa"]
     why = faults.check(engine, "fail:version")
