@@ -100,6 +100,23 @@ def rules(engine):
     return engine.rules()
 
 
+def reclaim2_on_stock(name: str) -> str:
+    """A finding on every stock tree (FFA_MEM_RECLAIM2 has no handler there: the
+    tests of triage and of the run summary need one), as scenario text named name."""
+    return f"""kconform-scenario 1
+abi ffa
+name {name}
+requires page_4k
+version
+rxtx_map tx=0x80000000 rx=0x80010000 pages=1
+tx_mem_desc ranges=hex:000002800000000004000000
+mem_share
+tx_constituents offset=0 ranges=hex:000002800000000004000000
+mem_reclaim2 handle=0 count=1 total_pages=4
+mem_reclaim handle=0
+"""
+
+
 def kill_matrix(root: Path, abi: str, key: str | None = None) -> dict:
     """The one kill-matrix.json a `selftest mutants --abi ABI --report-dir root` wrote: the
     matrix named key (default ABI; an ABI's other families are "ABI-FAMILY", e.g. ffa-stock)."""

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from conftest import REPO, kconform
+from conftest import REPO, kconform, reclaim2_on_stock
 from kconform.commands import cli
 from kconform.commands import run as run_cmd
 from kconform.engine import summary
@@ -200,18 +200,7 @@ def test_a_default_target_that_cannot_run_is_named_and_with_strict_exit_2(tmp_pa
     assert r.returncode == 2 and "a default target could not run: el2" in r.stderr
 
 
-RECLAIM2_ON_STOCK = """kconform-scenario 1
-abi ffa
-name summary/reclaim2-on-stock
-requires page_4k
-version
-rxtx_map tx=0x80000000 rx=0x80010000 pages=1
-tx_mem_desc ranges=hex:000002800000000004000000
-mem_share
-tx_constituents offset=0 ranges=hex:000002800000000004000000
-mem_reclaim2 handle=0 count=1 total_pages=4
-mem_reclaim handle=0
-"""
+RECLAIM2_ON_STOCK = reclaim2_on_stock("summary/reclaim2-on-stock")
 
 
 def test_a_rerun_command_copied_from_a_non_terminal_log_runs_as_is(tmp_path):

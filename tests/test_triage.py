@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import kconform
+from conftest import kconform, reclaim2_on_stock
 from kconform.core.errors import ToolError
 from kconform.engine import triage
 from kconform.engine.verdicts import Finding
@@ -121,18 +121,7 @@ def test_spec_clause_is_quoted_from_the_models_spec():
     assert triage.spec_clause("ours") == ("", "")
 
 
-RECLAIM2_ON_STOCK = """kconform-scenario 1
-abi ffa
-name triage/reclaim2-on-stock
-requires page_4k
-version
-rxtx_map tx=0x80000000 rx=0x80010000 pages=1
-tx_mem_desc ranges=hex:000002800000000004000000
-mem_share
-tx_constituents offset=0 ranges=hex:000002800000000004000000
-mem_reclaim2 handle=0 count=1 total_pages=4
-mem_reclaim handle=0
-"""
+RECLAIM2_ON_STOCK = reclaim2_on_stock("triage/reclaim2-on-stock")
 
 
 def test_triage_end_to_end_on_stock_ffa_c(tmp_path):
