@@ -4,6 +4,8 @@
 #include "oracles/json_text.h"
 #include "oracles/verdict_json.h"
 
+#include <signal.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +52,34 @@ void write_all(const char* s, size_t n) {
 
 void write_str(const char* s) { write_all(s, std::strlen(s)); }
 
+// The fault address's description (set_fault_describer), taken in the
+// signal handler, JSON-escaped: the marker's "fault".
+std::atomic<FaultDescriber> g_describer{nullptr};
+char g_fault[1024];
+volatile sig_atomic_t g_have_fault = 0;
+
+void note_fault(int sig, siginfo_t* si, void* uc) {
+  const FaultDescriber d = g_describer.load();
+  if (!d || !si || (sig != SIGSEGV && sig != SIGBUS)) return;
+  int access = 0;
+#if defined(__x86_64__) && defined(REG_ERR)
+  // The page-fault error code: bit 1 set for a write.
+  if (uc && si->si_code > 0) access = (static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) ? 2 : 1;
+#else
+  (void)uc;
+#endif
+  char text[sizeof g_fault / 2];
+  if (!d(reinterpret_cast<uintptr_t>(si->si_addr), access, text, sizeof text)) return;
+  size_t k = 0;
+  for (const char* p = text; *p && k + 3 < sizeof g_fault; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\') g_fault[k++] = '\\';
+    g_fault[k++] = c < 0x20 ? ' ' : static_cast<char>(c);
+  }
+  g_fault[k] = 0;
+  g_have_fault = 1;
+}
+
 // The verdict records the runner holds (the ops of this scenario judged so
 // far: VerdictWriter), then the marker.
 void write_marker(const char* kind, int sig) {
@@ -75,6 +105,11 @@ void write_marker(const char* kind, int sig) {
   while (n > 0 && h + 1 < sizeof head) head[h++] = num[--n];
   head[h] = 0;
   write_str(head);
+  if (g_have_fault) {
+    write_str(",\"fault\":\"");
+    write_str(g_fault);
+    write_str("\"");
+  }
   if (g_have_in_flight) {
     write_str(",");
     write_str(g_in_flight);
@@ -119,11 +154,24 @@ void watchdog_loop(std::chrono::duration<double> limit) {
   }
 }
 
-void on_signal(int sig) {
+void on_signal(int sig, siginfo_t* si, void* uc) {
+  note_fault(sig, si, uc);
   write_marker("signal", sig);
   write_coverage();
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+}
+
+// A sanitizer's handler for SIGSEGV or SIGBUS: the fault is described, then
+// the sanitizer reports it (and dies through the death callback).
+struct sigaction g_chained[2];
+void on_chained(int sig, siginfo_t* si, void* uc) {
+  note_fault(sig, si, uc);
+  const struct sigaction& old = g_chained[sig == SIGBUS];
+  if (old.sa_flags & SA_SIGINFO)
+    old.sa_sigaction(sig, si, uc);
+  else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+    old.sa_handler(sig);
 }
 
 }  // namespace
@@ -135,16 +183,27 @@ void install_crash_marker() {
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(on_sanitizer_death);
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
     struct sigaction sa {};
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESETHAND;
     // Leave a handler the sanitizer runtime installed (it reports, then dies
-    // through the death callback).
+    // through the death callback); for a fault, run it after ours describes it.
     struct sigaction old {};
     sigaction(sig, nullptr, &old);
-    if (old.sa_handler == SIG_DFL) sigaction(sig, &sa, nullptr);
+    const bool info = old.sa_flags & SA_SIGINFO;
+    if (!info && old.sa_handler == SIG_DFL) {
+      sigaction(sig, &sa, nullptr);
+    } else if ((sig == SIGSEGV || sig == SIGBUS) && (info || old.sa_handler != SIG_IGN)) {
+      g_chained[sig == SIGBUS] = old;
+      struct sigaction chain = old;
+      chain.sa_sigaction = on_chained;
+      chain.sa_flags = old.sa_flags | SA_SIGINFO;
+      sigaction(sig, &chain, nullptr);
+    }
   }
 }
+
+void set_fault_describer(FaultDescriber fn) { g_describer.store(fn); }
 
 namespace {
 

@@ -13,9 +13,15 @@
 // finding in that op (the sanitizer's report above the marker is the
 // evidence), records the scenario as crashed, and reruns the remaining
 // scenarios (`run --from P+1`) in a fresh process (engine/runner.py).
+//
+// A fault (SIGSEGV, SIGBUS) at an address the target names (set_fault_describer:
+// the EL2 target's hypervisor view of memory, targets/el2/README.md) adds
+// "fault":"<its text>" after "signal", under a sanitizer too (its handler
+// for these signals is chained after the description is taken).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace kconform {
@@ -36,6 +42,12 @@ void set_in_flight(const std::string& scenario, const std::string& file, size_t 
 void set_in_flight(const std::string& scenario, const std::string& file, size_t index, size_t op,
                    const std::string& call, const std::string& call_json);
 void clear_in_flight();
+// The target's name for a fault address: access 1 read, 2 write, 0 unknown;
+// writes a NUL-terminated text of at most n bytes into buf and returns true
+// if the address is one it knows. Called in the signal handler: it must be
+// async-signal-safe (no allocation, no locks). nullptr: none.
+using FaultDescriber = bool (*)(uintptr_t addr, int access, char* buf, size_t n);
+void set_fault_describer(FaultDescriber fn);
 // Records the scenario about to run: its position in the run and its op count
 // (the marker's "at" and "ops"; set_in_flight formats them in).
 void set_in_flight_scenario(size_t at, size_t ops);

@@ -3,6 +3,7 @@
 // with the profile the build gives (El2FfaTarget::profile()).
 #include "harness/runner/target_el2.h"
 
+#include "harness/runner/crash_marker.h"
 #include "models/ffa/model.h"
 #include "targets/el2/ffa_target.h"
 
@@ -12,6 +13,8 @@ namespace {
 bool open_el2(OpenTarget* out, std::string* error) {
   std::unique_ptr<El2FfaTarget> t = open_el2_ffa_target(error);
   if (!t) return false;
+  // A fault outside the hypervisor's view of memory names the region it missed.
+  set_fault_describer(el2_describe_fault);
   out->model = ::kconform::ffa::make_model(t->profile());
   out->invariants = t.get();
   out->target = std::move(t);

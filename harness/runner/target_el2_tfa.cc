@@ -4,6 +4,7 @@
 // real EL3 (ProxyProfile::real_el3). Built when a TF-A tree was configured.
 #include "harness/runner/target_el2.h"
 
+#include "harness/runner/crash_marker.h"
 #include "models/ffa/model.h"
 #include "targets/el2/ffa_target.h"
 #include "targets/spmc/tfa_el3.h"
@@ -16,6 +17,7 @@ bool open_el2_tfa(OpenTarget* out, std::string* error) {
   if (!el3) return false;
   std::unique_ptr<El2FfaTarget> t = open_el2_ffa_target(error, std::move(el3));
   if (!t) return false;
+  set_fault_describer(el2_describe_fault);  // as target_el2.cc
   out->model = ::kconform::ffa::make_model(t->profile());
   out->invariants = t.get();
   out->target = std::move(t);

@@ -87,6 +87,27 @@ uint64_t el2_hyp_tx_pa();                    // the hyp's own mailboxes
 uint64_t el2_hyp_rx_pa();
 PageTracker& el2_tracker();
 
+// The kernel code's view of memory: the hypervisor's stage-1 (README "ffa.c's
+// view of memory"). The RAM above (el2_phys, el2_phys_mem) is the harness's
+// view of the same memory, every byte always accessible. In the hypervisor's
+// view a host page is accessible only while it is shared with the hypervisor
+// (__pkvm_host_share_hyp), the hypervisor's own pages always, and inaccessible
+// guards lie below host memory, between it and the hypervisor's pages and
+// past the descriptor buffer: an access elsewhere faults (SIGSEGV).
+// A host page the restore unshared stays mapped until the kernel code next
+// forms an address in host memory (it holds none before: README), and a page
+// just shared is mapped then or when the host call returns; el2_hyp_settle()
+// does what that would do now.
+uint8_t* el2_hyp_va(uint64_t pa);  // where the kernel code sees pa (hyp_phys_to_virt)
+bool el2_hyp_maps(uint64_t pa);    // whether the view maps pa now
+void el2_hyp_settle();
+// Names the region a fault address of the hypervisor's view missed, and the
+// physical address (access: 1 read, 2 write, 0 unknown): writes a NUL-
+// terminated line of at most n bytes into buf and returns true; false for an
+// address outside the view. Async-signal-safe (for the crash marker:
+// harness/runner/crash_marker.h set_fault_describer).
+bool el2_describe_fault(uintptr_t addr, int access, char* buf, size_t n);
+
 // For the restore tests: every byte el2_restore() restores (physical memory,
 // ffa.c's statics, the shim state, the page tracker's pages and log), and
 // pieces it is told to leave out, to show such a test catches each.

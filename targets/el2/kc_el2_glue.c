@@ -138,6 +138,8 @@ int hyp_pin_shared_mem(void *from, void *to)
 	u64 end = PAGE_ALIGN((u64)(uintptr_t)to);
 	u64 phys = __kc_hyp_pa(start);
 
+	if (kc_el2_phys.pending) /* the pages shared with the hyp, mapped before use */
+		kc_el2_phys.open_pending();
 	return kc_el2_stage2.pin_shared_mem(kc_el2_stage2.ctx, phys, phys + (end - start));
 }
 

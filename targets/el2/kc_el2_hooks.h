@@ -34,13 +34,26 @@ struct kc_el2_stage2_ops {
 };
 extern struct kc_el2_stage2_ops kc_el2_stage2;
 
-/* "Physical memory": [base, base + size) maps to host memory at `mem`;
- * phys = virt + physvirt_offset (mod 2^64). */
+/* "Physical memory" [base, base + size) as the kernel code sees it: the
+ * hypervisor's stage-1 (el2_handler.cc, README "ffa.c's view of memory").
+ * Host RAM [base, hyp_pa) at phys = virt + host_offset, every page of it
+ * inaccessible but while shared with the hypervisor; the hypervisor's pages
+ * [hyp_pa, hyp_pa + hyp_size) (its mailboxes, the descriptor buffer) at
+ * phys = virt + hyp_offset, from hyp_va, with inaccessible guards around
+ * them. Offsets are mod 2^64. */
 struct kc_el2_phys_map {
-	uint8_t *mem;
 	uint64_t base;
 	uint64_t size;
-	uintptr_t physvirt_offset;
+	uint64_t hyp_pa;
+	uint64_t hyp_size;
+	uintptr_t host_offset;
+	uintptr_t hyp_offset;
+	uintptr_t hyp_va;
+	/* Host pages shared with the hypervisor but not yet mapped in its view:
+	 * open_pending() maps them, before the kernel code forms an address in
+	 * them (hyp_phys_to_virt, hyp_pin_shared_mem) or returns to the host. */
+	int pending;
+	void (*open_pending)(void);
 };
 extern struct kc_el2_phys_map kc_el2_phys;
 

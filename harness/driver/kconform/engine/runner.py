@@ -198,6 +198,10 @@ def _record_crash(run: TargetRun, crash: dict, rc: int, stderr: str, raw_out: Pa
     else:
         observed = summary or f"died (exit {rc}, signal {crash.get('signal', -rc)})"
         expected = ["no crash in the code under test"]
+        # The target's name for the fault address (crash_marker.h set_fault_describer:
+        # the EL2 target says which region of the hypervisor's view it missed).
+        if isinstance(crash.get("fault"), str) and crash["fault"]:
+            observed = f"{crash['fault']} ({observed})"
     file, index, op = crash.get("file", "?"), int(crash.get("index", 0)), int(crash.get("op", 0))
     run.findings.append(Finding(
         rule=rule, target=run.name, release=run.release, scenario=crash.get("scenario", "?"),
